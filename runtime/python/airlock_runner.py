@@ -1,0 +1,1015 @@
+"""airlock's in-sandbox runner: runs one cell of user code and reports what it produced.
+
+Invoked inside the kernel sandbox as
+
+    /usr/bin/python3 -I -B /sandbox/airlock_runner.py /sandbox/config.json
+
+with only the standard library (numpy and matplotlib are used when present). The config is a
+JSON object written by the server:
+
+    code_path             str   file holding the user's code (UTF-8)
+    filename              str   name shown in tracebacks (default: basename of code_path)
+    allowed_imports       [str] | null   top-level modules user code may import; null = all
+    runtime_imports_mode  "enforce" | "observe"   observe: allow, warn on stderr
+    blocklist             [[module, attr], ...]   accepted and ignored here (see below)
+    preimport             [str] modules imported before the import hook exists (trusted)
+    capture_figures       bool  matplotlib figures become image/png display results
+    result_fd             int | null   fd of the result channel (default 3)
+    max_result_bytes      int   total bytes of result events (default 1 MiB)
+    max_results           int   number of result events, main result included (default 16)
+    seed                  int | null   reseeds `random` and numpy's global generator
+    line_buffered         bool  flush stdout at each newline (for streaming; default false)
+
+The cell runs like a Jupyter/E2B cell: if the last statement is an expression (not followed by
+`;`), its value becomes the main result instead of being printed; top-level `await` works. The
+code is compiled under `filename`, so tracebacks carry the user's own line numbers, and only
+frames other than the runner's are shown. Exit status follows `python3 main.py`: 0, 1 after an
+uncaught exception or a syntax error, n for SystemExit(n). 2 means the runner itself failed
+(unreadable config, internal error); stderr then says why.
+
+Result channel: after user code, atexit handlers and non-daemon threads are done and stdout and
+stderr are flushed, the runner writes JSON lines (ASCII, lone surrogates backslash-escaped) to
+the result fd, then calls os._exit with the exit code:
+
+    {"type":"result","is_main_result":false,"data":{mime: value}}  per display (figures), in order
+    {"type":"result","is_main_result":true,"data":{...}}            the last expression's value
+    {"type":"truncated","what":"results","dropped":n}               when caps dropped or cut results
+    {"type":"error","name":..,"value":..,"traceback":..}            uncaught exception, SyntaxError
+    {"type":"end","exit_code":n}                                    always last
+
+If the process dies without the end event (os._exit in user code, a kill), the server must go by
+the process status. Caps: the main result is budgeted first (shrunk to text/plain, then cut, if
+it alone exceeds max_result_bytes), then display results in order until max_results or the byte
+budget is used up. Error value and traceback are cut at 64 KiB each.
+
+What this is not: a security boundary. The kernel sandbox (namespaces, Landlock, seccomp,
+limits) is the boundary; this file is policy and early feedback:
+
+* The import allowlist decides "user code" by the code object's filename of the importing frame
+  (frames compiled from `filename`), not by `__name__` (spoofable: fips-agents pentest C3).
+  Anonymous code (compile/exec/eval, filename "<string>" etc.) is attributed to its caller.
+  Still, user code that can reach compile() with a forged filename, `sys.modules`, importlib
+  internals, `globals()` or frame objects can get around it; the static analyzer rejects those
+  constructs in profiles that care, and the kernel sandbox contains whatever is left.
+* Imports that C code performs on the user's behalf (datetime.strptime importing _strptime) are
+  recognised by the call shape PyImport_Import uses and allowed; user code could imitate that
+  shape with `__import__(name, globals(), globals(), [])`.
+* The blocklist (module, attribute) pairs are enforced only by the static analyzer: deleting
+  attributes at run time breaks the modules' own internals.
+* The result fd is moved to a high number and its original number closed before user code
+  runs, so a stray write to fd 3 fails. User code can still find the channel in /proc/self/fd
+  (open() needs no import) and write fake events, before the runner's own or, from a daemon
+  thread, interleaved with them: the server must treat the channel as untrusted data (size
+  caps, schema checks, malformed lines dropped) and take the exit status from the process, not
+  from the end event (a mismatch means the channel was tampered with).
+
+Output buffering: stdout keeps Python's block buffering (as `python3 main.py` does; line
+buffering costs ~45% on print-heavy loops) unless `line_buffered` is set, which the server
+should set when it streams output. stderr is line-buffered as always. The runner flushes
+stdout before anything it writes to stderr itself.
+"""
+
+import ast
+import builtins
+import json
+import linecache
+import os
+import sys
+import types
+
+# The runner's own code filename (a real path when run as a script, whatever name it was
+# compiled under when embedded); frames with it never appear in user-facing tracebacks.
+_RUNNER_FILE = sys._getframe().f_code.co_filename
+
+EXIT_RUNNER_FAILURE = 2
+_ERROR_FIELD_CAP = 64 * 1024
+_CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+_TRUNCATION_MARK = "... [truncated by airlock]"
+_RICH_REPRS = (
+    ("_repr_html_", "text/html"),
+    ("_repr_markdown_", "text/markdown"),
+    ("_repr_svg_", "image/svg+xml"),
+    ("_repr_png_", "image/png"),
+    ("_repr_jpeg_", "image/jpeg"),
+    ("_repr_latex_", "text/latex"),
+    ("_repr_json_", "application/json"),
+)
+
+
+class ConfigError(Exception):
+    """The config or the code file cannot be used; the server wrote something wrong."""
+
+
+class Config:
+    """The validated runner config (see the module docstring for the keys)."""
+
+    def __init__(self, raw):
+        if not isinstance(raw, dict):
+            raise ConfigError("config must be a JSON object")
+        self.result_fd = raw.get("result_fd", 3)
+        if self.result_fd is not None and type(self.result_fd) is not int:
+            raise ConfigError("result_fd must be an integer or null")
+        self.code_path = _get(raw, "code_path", str, None)
+        if not self.code_path:
+            raise ConfigError("code_path is required")
+        self.filename = _get(raw, "filename", str, os.path.basename(self.code_path)) or "main.py"
+        allowed = raw.get("allowed_imports")
+        if allowed is not None and not (
+            isinstance(allowed, list) and all(isinstance(m, str) for m in allowed)
+        ):
+            raise ConfigError("allowed_imports must be a list of strings or null")
+        self.allowed_imports = None if allowed is None else frozenset(allowed)
+        self.mode = _get(raw, "runtime_imports_mode", str, "enforce")
+        if self.mode not in ("enforce", "observe"):
+            raise ConfigError("runtime_imports_mode must be 'enforce' or 'observe'")
+        self.blocklist = _get(raw, "blocklist", list, [])  # analyzer-only, see docstring
+        self.preimport = _get(raw, "preimport", list, [])
+        if not all(isinstance(m, str) for m in self.preimport):
+            raise ConfigError("preimport must be a list of strings")
+        self.capture_figures = _get(raw, "capture_figures", bool, True)
+        self.max_result_bytes = _get(raw, "max_result_bytes", int, 1 << 20)
+        self.max_results = _get(raw, "max_results", int, 16)
+        if self.max_result_bytes < 0 or self.max_results < 0:
+            raise ConfigError("max_result_bytes and max_results must not be negative")
+        self.seed = raw.get("seed")
+        if self.seed is not None and type(self.seed) is not int:
+            raise ConfigError("seed must be an integer or null")
+        self.line_buffered = _get(raw, "line_buffered", bool, False)
+
+
+def _get(raw, key, typ, default):
+    value = raw.get(key, default)
+    if value is None and default is None:
+        return None
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        raise ConfigError(f"{key} must be of type {typ.__name__}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Result channel and events
+
+
+def _clean(obj):
+    """Returns obj with every str made encodable as UTF-8 (lone surrogates backslash-escaped),
+    so the ASCII JSON we emit never holds a \\udXXX escape a strict parser rejects."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_clean(str(k)): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _encode_event(event):
+    """One event as a JSON line (bytes). Raises ValueError/TypeError for unencodable data."""
+    text = json.dumps(_clean(event), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return text.encode("ascii") + b"\n"
+
+
+class ResultChannel:
+    """The fd events are written to, moved out of the way of user code."""
+
+    def __init__(self, fd):
+        self._fd = None
+        if fd is None or fd < 0:
+            return
+        try:
+            os.fstat(fd)
+        except OSError:
+            return  # not open: run by hand, results are not wanted
+        if fd <= 2:
+            self._fd = fd  # a debugging setup; never close a standard stream
+            return
+        import fcntl
+
+        for lowest in (900, 255, 64, 10):
+            try:
+                self._fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, lowest)
+                break
+            except OSError:
+                continue  # EINVAL: RLIMIT_NOFILE is below `lowest`
+        if self._fd is None:
+            self._fd = fd
+            return
+        os.close(fd)
+
+    def write(self, lines):
+        if self._fd is None:
+            return
+        view = memoryview(b"".join(lines))
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError:
+            pass  # the reader is gone; nothing left to tell it
+
+
+class ResultSink:
+    """Collects display results while the cell runs and lays out the final events under the caps."""
+
+    def __init__(self, max_results, max_bytes):
+        self._max_results = max_results
+        self._max_bytes = max_bytes
+        self._displays = []  # encoded lines
+        self._display_bytes = 0
+        self._attempts = 0
+        self.dropped = 0
+        self.cut = False
+
+    def wants_more(self):
+        """False once enough displays were collected that rendering more would be wasted."""
+        return self._attempts < self._max_results and self._display_bytes < self._max_bytes
+
+    def add_display(self, make_bundle):
+        """Adds make_bundle()'s mime bundle as a display result, or counts it as dropped."""
+        if not self.wants_more():
+            self.dropped += 1
+            return
+        self._attempts += 1
+        line = _encode_event({"type": "result", "is_main_result": False, "data": make_bundle()})
+        if self._display_bytes + len(line) > self._max_bytes:
+            self.dropped += 1
+            return
+        self._displays.append(line)
+        self._display_bytes += len(line)
+
+    def lines(self, main_bundle):
+        """The result events in emission order: displays, then the main result."""
+        out = []
+        used = 0
+        slots = self._max_results
+        main_line = None
+        if main_bundle is not None:
+            if slots > 0:
+                main_line = self._fit_main(main_bundle)
+            if main_line is None:
+                self.dropped += 1
+            else:
+                used += len(main_line)
+                slots -= 1
+        for line in self._displays:
+            if slots <= 0 or used + len(line) > self._max_bytes:
+                self.dropped += 1
+                continue
+            out.append(line)
+            used += len(line)
+            slots -= 1
+        if main_line is not None:
+            out.append(main_line)
+        if self.dropped or self.cut:
+            out.append(
+                _encode_event({"type": "truncated", "what": "results", "dropped": self.dropped})
+            )
+        return out
+
+    def _fit_main(self, bundle):
+        def encode(data):
+            return _encode_event({"type": "result", "is_main_result": True, "data": data})
+
+        line = encode(bundle)
+        if len(line) <= self._max_bytes:
+            return line
+        self.cut = True
+        text = bundle.get("text/plain", "")
+        line = encode({"text/plain": text})
+        if len(line) <= self._max_bytes:
+            return line
+        # Cut text/plain; escapes make the encoded length exceed the char count, so shrink by
+        # the measured excess until it fits (a few rounds at most).
+        overhead = len(encode({"text/plain": _TRUNCATION_MARK}))
+        keep = self._max_bytes - overhead
+        while keep > 0:
+            line = encode({"text/plain": text[:keep] + _TRUNCATION_MARK})
+            excess = len(line) - self._max_bytes
+            if excess <= 0:
+                return line
+            keep -= max(excess, 1)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Import allowlist
+
+
+def _import_machinery_dir():
+    import importlib
+
+    return os.path.dirname(importlib.__file__) + os.sep
+
+
+class ImportGuard:
+    """The runtime import allowlist: builtins.__import__ wrapper, importlib wrappers and a
+    sys.meta_path finder. Policy, not a boundary (see the module docstring)."""
+
+    def __init__(self, allowed, observe, user_filename, warn):
+        # `from __future__ import x` is a real import at run time; it must always work.
+        self._allowed = None if allowed is None else frozenset(allowed) | {"__future__"}
+        self._observe = observe
+        self._user_filename = user_filename
+        self._warn = warn
+        self._warned = set()
+        self._importlib_dir = _import_machinery_dir()
+        self._getframe = sys._getframe
+        self._orig_import = builtins.__import__
+        self._wrapper_codes = set()
+        self._post_import = []  # [module name, callback(module)] run once the module is loaded
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def _is_allowed(self, fullname):
+        allowed = self._allowed
+        if allowed is None:
+            return True
+        top, dot, _ = fullname.partition(".")
+        if top in allowed:
+            return True
+        if dot:
+            parts = fullname.split(".")
+            for i in range(2, len(parts) + 1):
+                if ".".join(parts[:i]) in allowed:
+                    return True
+        return False
+
+    def _is_machinery(self, code):
+        name = code.co_filename
+        return name.startswith("<frozen importlib.") or name.startswith(self._importlib_dir)
+
+    def _origin(self, frame):
+        """The first frame, walking outwards, that is neither import machinery nor anonymous
+        code (compile/exec/eval); returns (origin frame, the machinery frame it called)."""
+        callee = None
+        while frame is not None:
+            code = frame.f_code
+            name = code.co_filename
+            if name == self._user_filename:
+                return frame, callee
+            if self._is_machinery(code):
+                callee = frame
+            elif not (name.startswith("<") and not name.startswith("<frozen ")):
+                return frame, callee
+            frame = frame.f_back
+        return None, callee
+
+    def _is_user(self, frame):
+        return frame is not None and frame.f_code.co_filename == self._user_filename
+
+    def _deny(self, fullname):
+        if self._observe:
+            if fullname not in self._warned:
+                self._warned.add(fullname)
+                self._warn(f"airlock: observe: import of {fullname!r} would be blocked\n")
+            return
+        raise ImportError(f"import of {fullname!r} is not allowed (not in allowed imports)",
+                          name=fullname)
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    def install(self):
+        guard = self
+        orig_import = self._orig_import
+        getframe = self._getframe
+        import_name_op = __import__("opcode").opmap["IMPORT_NAME"]
+
+        def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+            if guard._allowed is not None and type(name) is str:
+                caller = getframe(1)
+                origin, _ = guard._origin(caller)
+                if guard._is_user(origin) and not (
+                    # PyImport_Import (C code importing on the user's behalf, e.g.
+                    # datetime.strptime -> _strptime) passes the caller's globals twice and
+                    # a list fromlist; the IMPORT_NAME bytecode never passes a list.
+                    caller is origin
+                    and level == 0
+                    and type(fromlist) is list
+                    and globals is not None
+                    and globals is caller.f_globals
+                    and locals is globals
+                    and caller.f_code.co_code[caller.f_lasti] != import_name_op
+                ):
+                    absname = _absolute_name(name, globals, level)
+                    if absname is not None and not guard._is_allowed(absname):
+                        guard._deny(absname)
+            try:
+                return orig_import(name, globals, locals, fromlist, level)
+            finally:
+                if guard._post_import:
+                    guard.run_post_import()
+
+        self._wrapper_codes.add(guarded_import.__code__)
+        builtins.__import__ = guarded_import
+        self._guarded_import = guarded_import
+        if self._allowed is not None:
+            self.after_import("importlib", self._wrap_importlib)
+            sys.meta_path.insert(0, _GuardFinder(self))
+        self.run_post_import()
+
+    def after_import(self, module_name, callback):
+        """Calls callback(module) once module_name is fully imported (now, if it already is)."""
+        self._post_import.append([module_name, callback])
+
+    def run_post_import(self):
+        for item in list(self._post_import):
+            module = sys.modules.get(item[0])
+            if module is None:
+                continue
+            if getattr(getattr(module, "__spec__", None), "_initializing", False):
+                continue  # still executing its body; try again after a later import
+            try:
+                self._post_import.remove(item)
+            except ValueError:
+                continue  # another thread got it
+            try:
+                item[1](module)
+            except Exception:
+                pass  # a failed fixup must not turn into the user's ImportError
+
+    def _wrap_importlib(self, importlib):
+        guard = self
+        getframe = self._getframe
+        orig_import_module = importlib.import_module
+
+        def import_module(name, package=None):
+            origin, _ = guard._origin(getframe(1))
+            if guard._is_user(origin):
+                # None: import_module itself raises (bad name, relative without package).
+                absname = None
+                if isinstance(name, str):
+                    bare = name.lstrip(".")
+                    absname = _absolute_name(bare, {"__package__": package}, len(name) - len(bare))
+                if absname is not None and not guard._is_allowed(absname):
+                    guard._deny(absname)
+            return orig_import_module(name, package)
+
+        self._wrapper_codes.add(import_module.__code__)
+        importlib.import_module = import_module
+        importlib.__import__ = self._guarded_import
+
+    def finder_check(self, fullname, frame):
+        """The meta_path backstop for imports that bypass the wrappers (importlib internals)."""
+        if self._is_allowed(fullname):
+            return
+        origin, callee = self._origin(frame)
+        if origin is None or origin.f_code in self._wrapper_codes:
+            return  # a wrapper already decided
+        if callee is not None and callee.f_code.co_name == "_find_and_load":
+            return  # C code (e.g. Cython) importing on the user's behalf
+        if self._is_user(origin):
+            self._deny(fullname)
+
+
+class _GuardFinder:
+    """sys.meta_path entry: never finds anything, only refuses."""
+
+    def __init__(self, guard):
+        self._guard = guard
+
+    def find_spec(self, fullname, path=None, target=None):
+        self._guard.finder_check(fullname, sys._getframe(1))
+        return None
+
+    def invalidate_caches(self):
+        pass
+
+
+def _absolute_name(name, globals, level):
+    if level == 0:
+        return name
+    package = None
+    if isinstance(globals, dict):
+        package = globals.get("__package__")
+        if package is None:
+            package = getattr(globals.get("__spec__"), "parent", None)
+    if not isinstance(package, str) or not package:
+        return None  # the real import raises "attempted relative import with no parent"
+    bits = package.rsplit(".", level - 1)
+    if len(bits) < level:
+        return None
+    return f"{bits[0]}.{name}" if name else bits[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures and rich display
+
+
+def _figure_bundle(fig):
+    import base64
+    import io
+
+    text = repr(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return {"text/plain": text, "image/png": base64.b64encode(buf.getvalue()).decode("ascii")}
+
+
+def _is_figure(value):
+    figure = sys.modules.get("matplotlib.figure")
+    return figure is not None and isinstance(value, figure.Figure)
+
+
+def _mime_bundle(value):
+    """IPython-like mime bundle of the main result: repr() as text/plain, plus what
+    _repr_mimebundle_ and the _repr_*_ methods offer (the former wins, as in IPython).
+    repr() errors propagate (they are the user's); failing rich reprs are left out."""
+    bundle = {"text/plain": repr(value)}
+    if _is_figure(value):
+        bundle.update(_figure_bundle(value))
+        return bundle
+    if isinstance(value, type):
+        return bundle  # a class: its _repr_*_ are unbound functions
+    rich = {}
+    data = _call_repr(value, "_repr_mimebundle_", include=None, exclude=None)
+    if isinstance(data, dict):
+        for mime, item in data.items():
+            if isinstance(mime, str) and mime not in rich:
+                item = _mime_value(mime, item)
+                if item is not None:
+                    rich[mime] = item
+    for attr, mime in _RICH_REPRS:
+        if mime not in rich:
+            item = _mime_value(mime, _call_repr(value, attr))
+            if item is not None:
+                rich[mime] = item
+    bundle.update(rich)
+    return bundle
+
+
+def _call_repr(value, attr, **kwargs):
+    try:
+        method = getattr(value, attr, None)
+        if not callable(method):
+            return None
+        data = method(**kwargs)
+        if isinstance(data, tuple) and len(data) == 2:
+            data = data[0]  # (data, metadata)
+        return data
+    except Exception:
+        return None
+
+
+def _mime_value(mime, data):
+    """data as it goes on the wire for mime (base64 for bytes), or None if unusable."""
+    if data is None:
+        return None
+    if isinstance(data, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(bytes(data)).decode("ascii")
+    if isinstance(data, str):
+        return data
+    if "json" in mime and isinstance(data, (dict, list)):
+        try:
+            _encode_event(data)  # must survive strict JSON encoding
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return data
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Source handling and tracebacks
+
+
+def _split_lines(text):
+    lines = text.split("\n")
+    out = [line + "\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
+def _decode_source(data, filename):
+    """The code as text with newlines normalised, or raises SyntaxError as Python would."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SyntaxError(
+            f"Non-UTF-8 code starting with '\\x{data[e.start]:02x}' in file {filename} on line "
+            f"{line}, but no encoding declared; see https://peps.python.org/pep-0263/ for details"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _compile_cell(text, filename, lines):
+    """(body code, last-expression code or None). Raises SyntaxError with the user's line."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    try:
+        if "\0" in text:
+            lineno = text.count("\n", 0, text.index("\0")) + 1
+            raise SyntaxError("source code cannot contain null bytes",
+                              (filename, lineno, None, lines[lineno - 1].split("\0")[0]))
+        tree = ast.parse(text, filename, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(
+            tree.body[-1], lines
+        ):
+            last = ast.Expression(tree.body.pop().value)
+        body = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+        last_code = None
+        if last is not None:
+            last_code = compile(last, filename, "eval", flags=flags, dont_inherit=True)
+        return body, last_code
+    except SyntaxError as e:
+        # Compiling an AST leaves `text` unset (Python would re-read the file by name).
+        if e.text is None and e.filename == filename and e.lineno and e.lineno <= len(lines):
+            e.text = lines[e.lineno - 1]
+        raise
+
+
+def _ends_with_semicolon(node, lines):
+    """IPython's rule: a trailing `;` suppresses the display of the last expression."""
+    if node.end_lineno is None or node.end_lineno > len(lines):
+        return False
+    rest = lines[node.end_lineno - 1].encode("utf-8")[node.end_col_offset:]
+    return rest.decode("utf-8", "replace").lstrip().startswith(";")
+
+
+def _strip_runner_frames(exc, user_filename, seen=None):
+    """Removes the runner's frames (and whatever led to the first user frame) from exc and the
+    exceptions chained to it, so a traceback reads as if `python3 main.py` had run."""
+    if seen is None:
+        seen = set()
+    if exc is None or id(exc) in seen:
+        return
+    seen.add(id(exc))
+    entries = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != _RUNNER_FILE:
+            entries.append(tb)
+        tb = tb.tb_next
+    for i, entry in enumerate(entries):
+        if entry.tb_frame.f_code.co_filename == user_filename:
+            entries = entries[i:]  # e.g. asyncio frames that drove a top-level await
+            break
+    new_tb = None
+    for entry in reversed(entries):
+        new_tb = types.TracebackType(new_tb, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    exc.__traceback__ = new_tb
+    _strip_runner_frames(exc.__cause__, user_filename, seen)
+    _strip_runner_frames(exc.__context__, user_filename, seen)
+    for sub in getattr(exc, "exceptions", None) or ():
+        if isinstance(sub, BaseException):
+            _strip_runner_frames(sub, user_filename, seen)
+
+
+def _c_format_syntax_error(exc):
+    """The interpreter's own rendering of a frameless SyntaxError (it places carets slightly
+    differently from the traceback module, e.g. for IndentationError), or None.
+
+    Only for errors without frames: the C printer reads source lines from disk by file name,
+    not from linecache, so for frames it would show nothing or a stranger's main.py."""
+    if exc.__cause__ is not None or (exc.__context__ is not None
+                                     and not exc.__suppress_context__):
+        return None
+    import io
+
+    saved = sys.stderr
+    buf = io.StringIO()
+    sys.stderr = buf
+    try:
+        sys.__excepthook__(type(exc), exc, None)
+    finally:
+        sys.stderr = saved
+    return buf.getvalue() or None
+
+
+def _safe_str(exc):
+    try:
+        return str(exc)
+    except BaseException:
+        return "<exception str() failed>"
+
+
+def _cap_head(text, cap):
+    return text if len(text) <= cap else text[:cap] + _TRUNCATION_MARK
+
+
+def _cap_tail(text, cap):
+    # The end of a traceback (the failing line, the exception) matters most.
+    return text if len(text) <= cap else "[traceback truncated by airlock]\n" + text[-cap:]
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+class Runner:
+    def __init__(self, config, channel):
+        self._cfg = config
+        self._channel = channel
+        self._stdout = sys.stdout
+        self._stderr = sys.stderr
+        self._sink = ResultSink(config.max_results, config.max_result_bytes)
+        self._error_event = None
+        self._exit_code = 0
+        self._lines = []
+        self._depth_granted = False
+
+    # -- small helpers --------------------------------------------------------------------
+
+    def _flush(self):
+        for stream in (sys.stdout, self._stdout, sys.stderr, self._stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except Exception:
+                pass
+
+    def _warn(self, text):
+        self._flush()
+        try:
+            self._stderr.write(text)
+            self._stderr.flush()
+        except Exception:
+            pass
+
+    def _register_source(self):
+        # mtime None: linecache.checkcache keeps the entry, so tracebacks show the user's lines.
+        text = "".join(self._lines)
+        linecache.cache[self._cfg.filename] = (len(text), None, list(self._lines),
+                                               self._cfg.filename)
+
+    def _record_exception(self, exc):
+        """Prints exc's traceback to stderr as Python would and keeps it as the error event."""
+        if self._error_event is not None:
+            return  # the first error is the one reported
+        import traceback
+
+        self._register_source()
+        try:
+            _strip_runner_frames(exc, self._cfg.filename)
+            text = None
+            if isinstance(exc, SyntaxError) and exc.__traceback__ is None:
+                text = _c_format_syntax_error(exc)
+            if text is None:
+                text = "".join(traceback.format_exception(exc))
+        except Exception:  # MemoryError and friends while formatting: say what we can
+            text = f"{type(exc).__name__}: {_safe_str(exc)}\n"
+        self._warn(text)
+        self._error_event = {
+            "type": "error",
+            "name": type(exc).__name__,
+            "value": _cap_head(_safe_str(exc), _ERROR_FIELD_CAP),
+            "traceback": _cap_tail(text, _ERROR_FIELD_CAP),
+        }
+        self._exit_code = 1
+
+    def _record_exit(self, exc):
+        code = exc.code
+        if code is None:
+            self._exit_code = 0
+        elif isinstance(code, int):
+            self._exit_code = code & 0xFF
+        else:
+            self._warn(_safe_str(code) + "\n")  # what Python prints for sys.exit("message")
+            self._exit_code = 1
+
+    def _guarded(self, fn, *args):
+        """Runs fn (which may run user code); returns (True, value) or records how it ended."""
+        try:
+            return True, fn(*args)
+        except SystemExit as e:
+            self._record_exit(e)
+        except BaseException as e:
+            self._record_exception(e)
+        return False, None
+
+    # -- setup ----------------------------------------------------------------------------
+
+    def _setup_streams(self):
+        for stream, errors in ((sys.stdout, None), (sys.stderr, "backslashreplace")):
+            try:
+                if stream is None:
+                    continue
+                kwargs = {}
+                if stream.encoding.lower().replace("-", "") != "utf8":
+                    kwargs["encoding"] = "utf-8"
+                    if errors:
+                        kwargs["errors"] = errors
+                if stream is sys.stdout and self._cfg.line_buffered:
+                    kwargs["line_buffering"] = True
+                if kwargs:
+                    stream.reconfigure(**kwargs)
+            except Exception:
+                pass
+
+    def _setup_matplotlib_env(self):
+        os.environ["MPLBACKEND"] = "Agg"
+        if "MPLCONFIGDIR" in os.environ:
+            return
+        home = os.path.expanduser("~")
+        if os.path.isdir(home) and os.access(home, os.W_OK):
+            return
+        tmp = os.environ.get("TMPDIR") or "/tmp"
+        os.environ["MPLCONFIGDIR"] = os.path.join(tmp, ".airlock-matplotlib")
+
+    def _preimport(self):
+        import importlib
+
+        for name in self._cfg.preimport:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                # Not installed or broken: the user's own import of it reports the real error.
+                pass
+
+    def _patch_pyplot(self, pyplot):
+        import matplotlib
+
+        try:
+            matplotlib.use("Agg")
+        except Exception:
+            pass
+        runner = self
+
+        def show(*args, **kwargs):
+            """airlock: renders every open figure as an image/png result, then closes them."""
+            runner._show_open_figures(pyplot)
+
+        pyplot.show = show
+
+    def _show_open_figures(self, pyplot):
+        from matplotlib import _pylab_helpers
+
+        try:
+            for manager in list(_pylab_helpers.Gcf.get_all_fig_managers()):
+                figure = manager.canvas.figure
+                self._sink.add_display(lambda: _figure_bundle(figure))
+        finally:
+            pyplot.close("all")
+
+    def _seed_numpy(self, numpy_random):
+        numpy_random.seed(self._cfg.seed % (2 ** 32))
+
+    # -- running the cell -----------------------------------------------------------------
+
+    def _execute(self, code, namespace, loop_holder):
+        if not self._depth_granted:
+            # The runner's frames below the user's would otherwise shorten the recursion depth
+            # user code gets (and change "[Previous line repeated N more times]").
+            depth = 1  # eval() below enters the interpreter loop once more, which counts too
+            frame = sys._getframe()
+            while frame is not None:
+                depth += 1
+                frame = frame.f_back
+            sys.setrecursionlimit(sys.getrecursionlimit() + depth)
+            self._depth_granted = True
+        result = eval(code, namespace)
+        if code.co_flags & _CO_COROUTINE:
+            if not loop_holder:
+                import asyncio
+
+                loop_holder.append(asyncio.new_event_loop())
+                asyncio.set_event_loop(loop_holder[0])
+            result = loop_holder[0].run_until_complete(result)
+        return result
+
+    def _run_cell(self, body, last):
+        namespace_module = types.ModuleType("__main__")
+        namespace = namespace_module.__dict__
+        namespace["__builtins__"] = builtins
+        sys.modules["__main__"] = namespace_module  # pickle, `import __main__` see the user's
+        sys.argv = [self._cfg.filename]
+        loop_holder = []
+        try:
+            self._execute(body, namespace, loop_holder)
+            value = None
+            if last is not None:
+                value = self._execute(last, namespace, loop_holder)
+            return value
+        finally:
+            if loop_holder:
+                self._close_loop(loop_holder[0])
+
+    def _close_loop(self, loop):
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+        except Exception:
+            pass
+
+    def _finish_threads_and_atexit(self):
+        # What interpreter shutdown does before exiting: join non-daemon threads, run atexit.
+        threading = sys.modules.get("threading")
+        if threading is not None and hasattr(threading, "_shutdown"):
+            self._guarded(threading._shutdown)
+        import atexit
+
+        self._guarded(atexit._run_exitfuncs)
+
+    def run(self):
+        cfg = self._cfg
+        try:
+            with open(cfg.code_path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ConfigError(f"cannot read code_path {cfg.code_path!r}: {e.strerror}") from None
+        try:
+            text = _decode_source(data, cfg.filename)
+            self._lines = _split_lines(text)
+            self._register_source()
+            body, last = _compile_cell(text, cfg.filename, self._lines)
+        except SyntaxError as e:
+            # Parsing is the runner's act: no frame of it belongs in the user's report.
+            self._record_exception(e.with_traceback(None))
+            return self._finish(None)
+
+        self._setup_streams()
+        if cfg.capture_figures:
+            self._setup_matplotlib_env()
+        self._preimport()
+        if cfg.seed is not None:
+            import random
+
+            random.seed(cfg.seed)
+        guard = ImportGuard(cfg.allowed_imports, cfg.mode == "observe", cfg.filename, self._warn)
+        if cfg.capture_figures:
+            guard.after_import("matplotlib.pyplot", self._patch_pyplot)
+        if cfg.seed is not None:
+            guard.after_import("numpy.random", self._seed_numpy)
+        if not hasattr(builtins, "exit"):  # no `site` (python3 -S): provide what it would
+            builtins.exit = builtins.quit = _Quitter()
+        guard.install()
+
+        main_bundle = None
+        ok, value = self._guarded(self._run_cell, body, last)
+        if ok and value is not None:
+            ok, main_bundle = self._guarded(_mime_bundle, value)
+            if ok and _is_figure(value):
+                pyplot = sys.modules.get("matplotlib.pyplot")
+                if pyplot is not None:
+                    self._guarded(pyplot.close, value)  # shown as the main result, not again
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if cfg.capture_figures and pyplot is not None:
+            self._guarded(self._show_open_figures, pyplot)
+        self._finish_threads_and_atexit()
+        return self._finish(main_bundle)
+
+    def _finish(self, main_bundle):
+        self._flush()
+        lines = self._sink.lines(main_bundle)
+        if self._error_event is not None:
+            lines.append(_encode_event(self._error_event))
+        lines.append(_encode_event({"type": "end", "exit_code": self._exit_code}))
+        self._channel.write(lines)
+        return self._exit_code
+
+
+class _Quitter:
+    def __repr__(self):
+        return "Use exit() or Ctrl-D (i.e. EOF) to exit"
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write("usage: airlock_runner.py CONFIG.json\n")
+        return EXIT_RUNNER_FAILURE
+    channel = None
+    try:
+        try:
+            with open(argv[1], "rb") as f:
+                raw = json.loads(f.read())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"cannot read config {argv[1]!r}: {e}") from None
+        try:
+            config = Config(raw)
+        finally:
+            fd = raw.get("result_fd", 3) if isinstance(raw, dict) else None
+            channel = ResultChannel(fd if type(fd) is int else None)
+        return Runner(config, channel).run()
+    except BaseException as e:  # noqa: B902 - the runner must always end with an end event
+        import traceback
+
+        if isinstance(e, ConfigError):
+            message = f"airlock: runner config error: {e}\n"
+            name = "AirlockConfigError"
+        else:
+            message = "airlock: internal runner error:\n" + "".join(traceback.format_exception(e))
+            name = "AirlockRunnerError"
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        sys.stderr.write(message)
+        sys.stderr.flush()
+        if channel is not None:
+            channel.write([
+                _encode_event({"type": "error", "name": name, "value": _safe_str(e),
+                               "traceback": message}),
+                _encode_event({"type": "end", "exit_code": EXIT_RUNNER_FAILURE}),
+            ])
+        return EXIT_RUNNER_FAILURE
+
+
+if __name__ == "__main__":
+    os._exit(main(sys.argv))

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything airlock needs to build, run and test, from Debian 12's
+# archive only (nothing is downloaded from anywhere else). Run as root.
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (it calls apt-get)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config clang
+  libseccomp-dev libre2-dev libyaml-cpp-dev nlohmann-json3-dev libboost-dev libcli11-dev python3-dev
+  # tests
+  libgtest-dev libgmock-dev googletest libbenchmark-dev python3-httpx
+  # what sandboxed programs use (the data-science and visualization profiles)
+  python3 python3-numpy python3-pandas python3-scipy python3-matplotlib
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "setup.sh: all packages present"

@@ -1,0 +1,50 @@
+#include "base/fs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/unique_fd.h"
+
+namespace airlock {
+
+StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoError("open(" + path + ")");
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("read(" + path + ")");
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      return InvalidArgument(path + " is larger than " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+Status WriteFile(const std::string& path, std::string_view data) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return ErrnoError("open(" + path + ") for writing");
+  ssize_t n = ::write(fd.get(), data.data(), data.size());
+  if (n < 0) return ErrnoError("write(" + path + ", \"" + std::string(data) + "\")");
+  if (static_cast<size_t>(n) != data.size()) return Internal("short write to " + path);
+  return Status::Ok();
+}
+
+Status MakeDir(const std::string& path, unsigned mode) {
+  if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return Status::Ok();
+  return ErrnoError("mkdir(" + path + ")");
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace airlock

@@ -1,0 +1,20 @@
+// Small file helpers for the parent side (they allocate; never call them
+// between clone() and execve()).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace airlock {
+
+// Reads a whole file, at most max_bytes (an error beyond).
+StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes = 16 << 20);
+// Writes data to an existing file (as for /proc and cgroup control files): open, one write, close.
+Status WriteFile(const std::string& path, std::string_view data);
+// Creates a directory; an existing one is not an error.
+Status MakeDir(const std::string& path, unsigned mode = 0755);
+bool PathExists(const std::string& path);
+
+}  // namespace airlock

@@ -1,0 +1,70 @@
+// `airlock check`: which isolation layers this host supports, and a real
+// sandboxed run as the last word.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "exec/python_spec.h"
+#include "exec/execution.h"
+#include "isolation/host_probe.h"
+#include "model/run_report.h"
+
+namespace airlock::cli {
+
+int CheckCommand(const CheckFlags& flags) {
+  uint32_t degradable = 0;
+  std::string error;
+  if (!ParseDegradable(flags.allow_degraded, &degradable, &error)) {
+    std::cerr << "airlock: " << error << "\n";
+    return 2;
+  }
+  std::vector<isolation::ProbeItem> items = isolation::ProbeHost(degradable);
+
+  // The end-to-end self-test: a real run with every required layer.
+  isolation::HostOptions options;
+  options.degradable = degradable;
+  auto host = isolation::PrepareHost(options);
+  isolation::ProbeItem self{"sandbox self-test", false, true, ""};
+  if (!host.ok()) {
+    self.detail = host.status().ToString();
+  } else {
+    exec::RunOptions ro;
+    ro.timeout_s = 10;
+    auto r = exec::RunToCompletion(*host, exec::PythonSpec("import os\nprint(os.getuid(), os.getpid())\n", {}, false), ro);
+    if (!r.ok()) {
+      self.detail = r.status().ToString();
+    } else if (r->exit_code != 0 || r->out.data != "1000 2\n") {
+      self.detail = "python3 in the sandbox printed '" + r->out.data + "' and exited " +
+                    std::to_string(r->exit_code) + ": " + r->err.data;
+    } else {
+      self.ok = true;
+      char buf[128];
+      snprintf(buf, sizeof buf, "python3 ran as uid 1000, pid 2, in %.1f ms", r->duration_ms);
+      self.detail = buf;
+    }
+  }
+  items.push_back(self);
+
+  bool fit = true;
+  for (const auto& it : items) fit = fit && (it.ok || !it.required);
+  if (flags.json) {
+    std::cout << "[";
+    for (size_t i = 0; i < items.size(); ++i) {
+      model::LayerReport l{items[i].name, items[i].ok, items[i].detail};
+      std::cout << (i ? "," : "") << model::LayerToJson(l, items[i].required);
+    }
+    std::cout << "]\n";
+  } else {
+    std::printf("%-20s %-9s %s\n", "layer", "status", "detail");
+    for (const auto& it : items) {
+      const char* status = it.ok ? "ok" : it.required ? "MISSING" : "degraded";
+      if (it.name == "running as root") status = it.ok ? "info" : "info";
+      std::printf("%-20s %-9s %s\n", it.name.c_str(), status, it.detail.c_str());
+    }
+    std::printf("\n%s\n", fit ? "This host can run airlock sandboxes with every required layer."
+                              : "This host is missing a required layer (see above): airlock will refuse to run.");
+  }
+  return fit ? 0 : 1;
+}
+
+}  // namespace airlock::cli

@@ -1,0 +1,54 @@
+// The subcommands of the airlock binary; main.cc parses flags and dispatches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace airlock::cli {
+
+struct RunFlags {
+  std::string file;  // path or "-" for stdin
+  double timeout_s = 10;
+  double cpu_time_s = 0;
+  std::string memory = "256M";
+  int64_t pids = 64;
+  std::string disk = "64M";
+  std::string output = "1M";
+  double cpus = 1.0;
+  bool json = false;
+  std::vector<std::string> allow_degraded;  // "cgroup", "landlock"
+};
+
+int RunCommand(const RunFlags& flags);
+
+struct CheckFlags {
+  std::vector<std::string> allow_degraded;
+  bool json = false;
+};
+
+int CheckCommand(const CheckFlags& flags);
+
+struct ServeFlags {
+  std::string listen = "127.0.0.1:8000";
+  std::string profiles_dir;     // "": profile::DefaultProfilesDir()
+  std::string default_profile;  // "": "minimal" when present
+  std::string tokens_file;      // plus AIRLOCK_TOKENS from the environment
+  bool insecure = false;
+  std::string audit_log = "-";  // "-": stdout, "": none, else a file
+  int64_t max_concurrent = 8;
+  int64_t max_queue = 64;
+  std::string max_body = "2M";
+  std::string max_code = "1M";
+  double drain_grace_s = 10;
+  std::vector<std::string> allow_degraded;
+};
+
+int ServeCommand(const ServeFlags& flags);
+
+// "256M", "1G", "64Mi", "1048576" -> bytes; -1 when malformed.
+int64_t ParseSize(const std::string& text);
+// --allow-degraded values -> isolation::Degradable bits; error text on unknown names.
+bool ParseDegradable(const std::vector<std::string>& names, uint32_t* bits, std::string* error);
+
+}  // namespace airlock::cli

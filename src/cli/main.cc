@@ -1,0 +1,41 @@
+// airlock: run untrusted code in a kernel sandbox. Subcommands: run, check.
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"airlock: runs untrusted (LLM-written) code in a kernel sandbox"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "airlock 0.1.0");
+
+  airlock::cli::RunFlags run;
+  CLI::App* run_cmd = app.add_subcommand("run", "Run one Python program in a fresh sandbox; exit with its exit code");
+  run_cmd->add_option("file", run.file, "Python file to run, or - for standard input")->required();
+  run_cmd->add_option("--timeout", run.timeout_s, "Wall-clock limit in seconds")->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  run_cmd->add_option("--cpu-time", run.cpu_time_s, "CPU time limit in seconds across all processes (0: none)")
+      ->check(CLI::Range(0.0, 86400.0));
+  run_cmd->add_option("--memory", run.memory, "Memory limit (e.g. 256M, 1G)")->capture_default_str();
+  run_cmd->add_option("--pids", run.pids, "Maximum number of processes and threads")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  run_cmd->add_option("--disk", run.disk, "Size of the writable working directory")->capture_default_str();
+  run_cmd->add_option("--output", run.output, "Bytes kept per output stream")->capture_default_str();
+  run_cmd->add_option("--cpus", run.cpus, "CPU bandwidth in cores")->capture_default_str()
+      ->check(CLI::Range(0.01, 1024.0));
+  run_cmd->add_flag("--json", run.json, "Print one JSON run result instead of the program's output");
+  run_cmd->add_option("--allow-degraded", run.allow_degraded,
+                      "Layers this host may lack: cgroup, landlock (default: none, fail closed)")
+      ->delimiter(',');
+
+  airlock::cli::CheckFlags check;
+  CLI::App* check_cmd = app.add_subcommand("check", "Probe which isolation layers this host supports");
+  check_cmd->add_option("--allow-degraded", check.allow_degraded, "Layers that may be missing: cgroup, landlock")
+      ->delimiter(',');
+  check_cmd->add_flag("--json", check.json, "Print the probe as JSON");
+
+
+  CLI11_PARSE(app, argc, argv);
+  if (run_cmd->parsed()) return airlock::cli::RunCommand(run);
+  if (check_cmd->parsed()) return airlock::cli::CheckCommand(check);
+  return 2;
+}

@@ -1,0 +1,137 @@
+// `airlock run FILE|-`: one program, one fresh sandbox, its exit code.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "cli/commands.h"
+#include "exec/python_spec.h"
+#include "exec/execution.h"
+#include "model/run_report.h"
+
+namespace airlock::cli {
+namespace {
+
+// airlock's own failures (bad flags, host not capable), distinct from the
+// program's exit codes, as docker and podman do.
+constexpr int kExitAirlockError = 125;
+constexpr size_t kMaxCodeBytes = 8 << 20;
+
+StatusOr<std::string> ReadProgram(const std::string& file) {
+  if (file != "-") return ReadFile(file, kMaxCodeBytes);
+  std::string code;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("read(stdin)");
+    if (n == 0) break;
+    code.append(buf, static_cast<size_t>(n));
+    if (code.size() > kMaxCodeBytes) return InvalidArgument("the program is larger than 8 MiB");
+  }
+  return code;
+}
+
+void WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our own stdout closed: keep running, drop the output
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+model::RunReport ToReport(const exec::RunResult& r) {
+  model::RunReport m;
+  m.exit_code = r.exit_code;
+  m.signal = r.signal;
+  m.timed_out = r.timed_out;
+  if (const char* reason = exec::KillReasonName(r.kill_reason)) m.kill_reason = reason;
+  m.kill_detail = r.kill_detail;
+  m.stdout_text = r.out.data;
+  m.stderr_text = r.err.data;
+  m.stdout_truncated = r.out.truncated;
+  m.stderr_truncated = r.err.truncated;
+  m.duration_ms = r.duration_ms;
+  m.cpu_ms = r.cpu_ms;
+  m.max_rss_kb = r.max_rss_kb;
+  for (const auto& l : r.isolation.layers) m.layers.push_back({l.name, l.enforced, l.detail});
+  m.landlock_abi = r.isolation.landlock_abi;
+  m.cgroup_version = r.isolation.cgroup_version;
+  return m;
+}
+
+}  // namespace
+
+int RunCommand(const RunFlags& flags) {
+  isolation::Limits limits;
+  limits.memory_bytes = ParseSize(flags.memory);
+  limits.disk_bytes = ParseSize(flags.disk);
+  int64_t output_cap = ParseSize(flags.output);
+  if (limits.memory_bytes < (8 << 20)) {
+    std::cerr << "airlock: --memory '" << flags.memory << "' is not a size of at least 8M (e.g. 256M, 1G)\n";
+    return 2;
+  }
+  if (limits.disk_bytes < 4096) {
+    std::cerr << "airlock: --disk '" << flags.disk << "' is not a size of at least 4K (e.g. 64M)\n";
+    return 2;
+  }
+  if (output_cap < 0) {
+    std::cerr << "airlock: --output '" << flags.output << "' is not a size (e.g. 1M, 65536)\n";
+    return 2;
+  }
+  limits.pids = flags.pids;
+  limits.cpus = flags.cpus;
+  limits.cpu_time_ms = static_cast<int64_t>(flags.cpu_time_s * 1000);
+
+  isolation::HostOptions host_options;
+  std::string error;
+  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {
+    std::cerr << "airlock: " << error << "\n";
+    return 2;
+  }
+  auto code = ReadProgram(flags.file);
+  if (!code.ok()) {
+    std::cerr << "airlock: cannot read the program: " << code.status().ToString() << "\n";
+    return 2;
+  }
+  auto host = isolation::PrepareHost(host_options);
+  if (!host.ok()) {
+    std::cerr << "airlock: " << host.status().ToString() << "\n";
+    return kExitAirlockError;
+  }
+
+  isolation::Spec spec = exec::PythonSpec(*code, limits, /*unbuffered=*/!flags.json);
+  exec::RunOptions options;
+  options.timeout_s = flags.timeout_s;
+  options.output_cap = output_cap;
+  if (!flags.json) {
+    options.on_output = [](exec::Stream s, std::string_view data) {
+      WriteAll(s == exec::Stream::kStdout ? STDOUT_FILENO : STDERR_FILENO, data);
+    };
+  }
+  auto result = exec::RunToCompletion(*host, spec, std::move(options));
+  if (!result.ok()) {
+    std::cerr << "airlock: " << result.status().ToString() << "\n";
+    return kExitAirlockError;
+  }
+  if (flags.json) {
+    std::string json = model::RunReportToJson(ToReport(*result), /*pretty=*/true);
+    json += '\n';
+    WriteAll(STDOUT_FILENO, json);
+    return 0;
+  }
+  if (result->out.truncated || result->err.truncated) {
+    std::cerr << "airlock: output truncated at " << output_cap << " bytes per stream ("
+              << result->out.total_bytes << " bytes written to stdout, " << result->err.total_bytes
+              << " to stderr)\n";
+  }
+  if (const char* reason = exec::KillReasonName(result->kill_reason)) {
+    std::cerr << "airlock: run killed (" << reason << "): " << result->kill_detail << "\n";
+  }
+  return result->exit_code;
+}
+
+}  // namespace airlock::cli

@@ -1,0 +1,206 @@
+#include "exec/execution.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/log.h"
+
+namespace airlock::exec {
+namespace {
+
+constexpr int kStatsIntervalMs = 20;
+// A run that keeps writing after its cap is a runaway: once it has written this
+// much more than it was allowed to keep, it is killed (kill_reason "output").
+int64_t OutputKillThreshold(int64_t cap) { return std::max<int64_t>(16ll << 20, 8 * cap); }
+
+std::string FormatSeconds(double s) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Execution>> Execution::Start(const isolation::HostSetup& host,
+                                                      const isolation::Spec& spec, RunOptions options) {
+  std::unique_ptr<Execution> ex(new Execution());
+  ex->spec_ = spec;
+  ex->options_ = std::move(options);
+  ex->start_ = Clock::now();
+  ex->deadline_ = ex->start_ + std::chrono::microseconds(static_cast<int64_t>(ex->options_.timeout_s * 1e6));
+  ASSIGN_OR_RETURN(ex->run_, isolation::Launch(host, spec));
+  ex->result_.isolation = ex->run_.report;
+  return ex;
+}
+
+Execution::~Execution() {
+  if (!finished_) {
+    // Abandoned (the caller gave up): make sure nothing of the run survives.
+    isolation::KillRun(run_);
+    if (run_.pid > 0) (void)isolation::Reap(run_);
+  }
+}
+
+int Execution::stdout_fd() const { return out_eof_ ? -1 : run_.stdout_fd.get(); }
+int Execution::stderr_fd() const { return err_eof_ ? -1 : run_.stderr_fd.get(); }
+int Execution::pidfd() const { return exited_ ? -1 : run_.pidfd.get(); }
+
+void Execution::OnReadable(int fd) {
+  if (fd == run_.pidfd.get()) {
+    exited_ = true;
+  } else if (fd == run_.stdout_fd.get()) {
+    ReadStream(Stream::kStdout);
+  } else if (fd == run_.stderr_fd.get()) {
+    ReadStream(Stream::kStderr);
+  }
+}
+
+void Execution::ReadStream(Stream s) {
+  bool& eof = s == Stream::kStdout ? out_eof_ : err_eof_;
+  StreamCapture& cap = s == Stream::kStdout ? result_.out : result_.err;
+  int fd = s == Stream::kStdout ? run_.stdout_fd.get() : run_.stderr_fd.get();
+  char buf[65536];
+  // Bounded work per call so one chatty run cannot starve the others in a loop.
+  for (int i = 0; i < 16 && !eof; ++i) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) eof = true;
+      return;
+    }
+    if (n == 0) {
+      eof = true;
+      return;
+    }
+    cap.total_bytes += static_cast<uint64_t>(n);
+    size_t room = cap.data.size() < static_cast<size_t>(options_.output_cap)
+                      ? static_cast<size_t>(options_.output_cap) - cap.data.size()
+                      : 0;
+    size_t keep = std::min(room, static_cast<size_t>(n));
+    if (keep > 0) {
+      cap.data.append(buf, keep);
+      if (options_.on_output) options_.on_output(s, std::string_view(buf, keep));
+    }
+    if (keep < static_cast<size_t>(n)) cap.truncated = true;
+    int64_t over = static_cast<int64_t>(cap.total_bytes) - options_.output_cap;
+    if (over > OutputKillThreshold(options_.output_cap)) {
+      Kill(KillReason::kOutput, std::string(s == Stream::kStdout ? "stdout" : "stderr") + " kept writing " +
+                                    std::to_string(over) + " bytes past its cap of " +
+                                    std::to_string(options_.output_cap) + " bytes");
+    }
+  }
+}
+
+void Execution::Kill(KillReason reason, std::string detail) {
+  if (result_.kill_reason == KillReason::kNone) {
+    result_.kill_reason = reason;
+    result_.kill_detail = std::move(detail);
+    if (reason == KillReason::kTimeout) result_.timed_out = true;
+  }
+  isolation::KillRun(run_);
+}
+
+void Execution::Cancel(KillReason reason, std::string detail) {
+  if (!exited_) Kill(reason, std::move(detail));
+}
+
+int Execution::OnTick() {
+  if (exited_) return 0;
+  auto now = Clock::now();
+  if (now >= deadline_) {
+    Kill(KillReason::kTimeout, "wall-clock limit of " + FormatSeconds(options_.timeout_s) + " s exceeded");
+    return kStatsIntervalMs;
+  }
+  if (run_.cgroup && result_.kill_reason == KillReason::kNone) {
+    isolation::CgroupStats st = run_.cgroup->ReadStats();
+    if (st.oom_kills > 0) {
+      Kill(KillReason::kMemory, "memory limit of " + std::to_string(spec_.limits.memory_bytes) + " bytes reached");
+    } else if (st.pids_max_hits > 0) {
+      Kill(KillReason::kPids, "process limit of " + std::to_string(spec_.limits.pids) +
+                                  " reached (a fork or thread was refused)");
+    } else if (spec_.limits.cpu_time_ms > 0 &&
+               st.cpu_usage_ns / 1000000 > static_cast<uint64_t>(spec_.limits.cpu_time_ms)) {
+      Kill(KillReason::kTimeout, "CPU time limit of " + std::to_string(spec_.limits.cpu_time_ms) + " ms exceeded");
+    }
+  }
+  auto until_deadline = std::chrono::duration_cast<Millis>(deadline_ - now).count() + 1;
+  if (!run_.cgroup) return static_cast<int>(std::min<int64_t>(until_deadline, 1000));
+  return static_cast<int>(std::min<int64_t>(until_deadline, kStatsIntervalMs));
+}
+
+RunResult Execution::Finish() {
+  if (finished_) return result_;
+  finished_ = true;
+  auto exit = isolation::Reap(run_);
+  // Every process of the run is gone once init is reaped (the kernel tears the
+  // pid namespace down first), so the pipes reach EOF now.
+  while (!out_eof_) ReadStream(Stream::kStdout);
+  while (!err_eof_) ReadStream(Stream::kStderr);
+  result_.duration_ms = MillisSince(start_);
+
+  isolation::CgroupStats st;
+  if (run_.cgroup) {
+    st = run_.cgroup->ReadStats();
+    run_.cgroup.reset();  // kills stragglers (none expected) and removes the directories
+  }
+  if (!exit.ok()) {
+    log::Error("reaping a run failed: " + exit.status().ToString());
+    result_.exit_code = 128 + SIGKILL;
+    result_.signal = SIGKILL;
+    return result_;
+  }
+  const isolation::ExitInfo& e = *exit;
+  const struct rusage& ru = e.usage;
+  int64_t rusage_cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+                          (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+  result_.cpu_ms = st.cpu_usage_ns > 0 ? static_cast<int64_t>(st.cpu_usage_ns / 1000000) : rusage_cpu_ms;
+  result_.max_rss_kb = ru.ru_maxrss;
+
+  if (e.exited) {
+    result_.exit_code = e.exit_code;
+  } else {
+    result_.signal = e.init_killed ? SIGKILL : e.signal;
+    result_.exit_code = 128 + result_.signal;
+  }
+  if (result_.kill_reason == KillReason::kNone) {
+    if (st.oom_kills > 0) {
+      result_.kill_reason = KillReason::kMemory;
+      result_.kill_detail = "memory limit of " + std::to_string(spec_.limits.memory_bytes) + " bytes reached";
+    } else if (result_.signal == SIGXCPU && spec_.limits.cpu_time_ms > 0) {
+      result_.kill_reason = KillReason::kTimeout;
+      result_.timed_out = true;
+      result_.kill_detail = "CPU time limit of " + std::to_string(spec_.limits.cpu_time_ms) + " ms exceeded";
+    } else if (result_.signal != 0) {
+      result_.kill_reason = KillReason::kSignal;
+      result_.kill_detail = std::string("killed by signal ") + std::to_string(result_.signal) + " (" +
+                            sigabbrev_np(result_.signal) + ")";
+    }
+  }
+  return result_;
+}
+
+StatusOr<RunResult> RunToCompletion(const isolation::HostSetup& host, const isolation::Spec& spec,
+                                    RunOptions options) {
+  ASSIGN_OR_RETURN(auto ex, Execution::Start(host, spec, std::move(options)));
+  while (!ex->Exited()) {
+    int wait_ms = ex->OnTick();
+    struct pollfd fds[3];
+    int n = 0;
+    for (int fd : {ex->stdout_fd(), ex->stderr_fd(), ex->pidfd()}) {
+      if (fd >= 0) fds[n++] = {fd, POLLIN, 0};
+    }
+    int r = ::poll(fds, static_cast<nfds_t>(n), wait_ms);
+    if (r < 0 && errno != EINTR) return ErrnoError("poll");
+    for (int i = 0; i < n && r > 0; ++i) {
+      if (fds[i].revents) ex->OnReadable(fds[i].fd);
+    }
+  }
+  return ex->Finish();
+}
+
+}  // namespace airlock::exec

@@ -1,0 +1,75 @@
+// exec::Execution: one running sandboxed program and its supervision (output
+// capture with per-stream caps enforced as bytes arrive, wall-clock and CPU
+// deadlines, cgroup events turned into kill reasons).
+//
+// It owns no thread: a loop feeds it. RunToCompletion() is the simple blocking
+// loop (the CLI); a server drives many Executions from one event loop.
+//
+//   ASSIGN_OR_RETURN(auto ex, Execution::Start(host, spec, options));
+//   while (!ex->Exited()) { poll(ex->fds()...); ex->OnReadable(fd); ex->OnTick(); }
+//   RunResult r = ex->Finish();
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "exec/run_result.h"
+#include "isolation/sandbox.h"
+
+namespace airlock::exec {
+
+enum class Stream { kStdout = 1, kStderr = 2 };
+
+struct RunOptions {
+  double timeout_s = 10.0;            // wall clock, from the start of the launch
+  int64_t output_cap = 1 << 20;       // bytes kept per stream
+  // Called with each piece of kept output as it arrives (may be empty-handed if unset).
+  std::function<void(Stream, std::string_view)> on_output;
+};
+
+class Execution {
+ public:
+  static StatusOr<std::unique_ptr<Execution>> Start(const isolation::HostSetup& host, const isolation::Spec& spec,
+                                                    RunOptions options);
+  ~Execution();
+
+  // The fds to wait on for readability: stdout, stderr and the pidfd (readable
+  // when the run's init has exited). -1 for streams already at EOF.
+  int stdout_fd() const;
+  int stderr_fd() const;
+  int pidfd() const;
+
+  void OnReadable(int fd);
+  // Checks deadlines and cgroup events; returns milliseconds until it wants to be
+  // called again.
+  int OnTick();
+  // Kills the run now (client gone, server draining); the result says so.
+  void Cancel(KillReason reason, std::string detail);
+  bool Exited() const { return exited_; }
+  // Reaps, drains what is left of the output, removes the cgroup.
+  RunResult Finish();
+
+ private:
+  Execution() = default;
+  void ReadStream(Stream s);
+  void Kill(KillReason reason, std::string detail);
+
+  isolation::Launched run_;
+  isolation::Spec spec_;
+  RunOptions options_;
+  Clock::time_point start_, deadline_;
+  bool exited_ = false;
+  bool out_eof_ = false, err_eof_ = false;
+  RunResult result_;
+  bool finished_ = false;
+};
+
+// Runs one program to its end (blocking) and returns its result.
+StatusOr<RunResult> RunToCompletion(const isolation::HostSetup& host, const isolation::Spec& spec,
+                                    RunOptions options);
+
+}  // namespace airlock::exec

@@ -1,0 +1,180 @@
+// The child's side of Launch(), from clone() to execve(), as one readable
+// checklist. Rules here: read only the precomputed ChildPlan, make system calls,
+// never allocate, never return; report a failure as (step, errno) and exit.
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "isolation/child_plan.h"
+#include "isolation/spec.h"
+
+namespace airlock::isolation::internal {
+namespace {
+
+constexpr int kExitSetupFailed = 127;
+
+[[noreturn]] void Fail(const ChildPlan& plan, int step, int err, int index = -1) {
+  ChildError e{step, err, index};
+  ssize_t unused = ::write(plan.err_w, &e, sizeof e);
+  (void)unused;
+  ::_exit(kExitSetupFailed);
+}
+
+// fork() without glibc's atfork handlers: another thread of the parent may have
+// held the malloc lock when we were cloned, and we never allocate anyway.
+pid_t RawFork() { return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr)); }
+
+int SetAllCaps(bool raise) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  if (raise) {
+    if (::syscall(SYS_capget, &hdr, data) != 0) return errno;
+    data[0].effective = data[0].permitted;
+    data[1].effective = data[1].permitted;
+  }
+  return ::syscall(SYS_capset, &hdr, data) == 0 ? 0 : errno;
+}
+
+// Moves fd to exactly `target` (both may be anything but each other's duplicates).
+int MoveFd(int fd, int target) {
+  if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0 ? 0 : errno;  // clear CLOEXEC
+  return ::dup2(fd, target) >= 0 ? 0 : errno;
+}
+
+// The program: everything after this is the user's.
+[[noreturn]] void ExecProgram(const ChildPlan& plan) {
+  if (::setsid() < 0) Fail(plan, kStepSetsid, errno);
+  // Dies with init, whatever happens to the rest of the namespace.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+
+  // fds: 0 = /dev/null, 1/2 = the output pipes, 3 = the extra channel, err_w
+  // kept (close-on-exec) until execve; every other fd closed.
+  int high_out = ::fcntl(plan.stdout_w, F_DUPFD_CLOEXEC, 100);
+  int high_err = ::fcntl(plan.stderr_w, F_DUPFD_CLOEXEC, 100);
+  int high_extra = plan.extra_fd >= 0 ? ::fcntl(plan.extra_fd, F_DUPFD_CLOEXEC, 100) : -1;
+  int high_errpipe = ::fcntl(plan.err_w, F_DUPFD_CLOEXEC, 100);
+  if (high_out < 0 || high_err < 0 || high_errpipe < 0 || (plan.extra_fd >= 0 && high_extra < 0)) {
+    Fail(plan, kStepFds, errno);
+  }
+  ChildPlan* mutable_plan = const_cast<ChildPlan*>(&plan);  // only the fd number changes
+  mutable_plan->err_w = high_errpipe;
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0) Fail(plan, kStepFds, errno);
+  if (int err = MoveFd(devnull, 0)) Fail(plan, kStepFds, err);
+  if (int err = MoveFd(high_out, 1)) Fail(plan, kStepFds, err);
+  if (int err = MoveFd(high_err, 2)) Fail(plan, kStepFds, err);
+  int first_closed = 3;
+  if (high_extra >= 0) {
+    if (int err = MoveFd(high_extra, 3)) Fail(plan, kStepFds, err);
+    first_closed = 4;
+  }
+  // Close everything else except the error pipe (which closes itself at execve).
+  if (::syscall(SYS_close_range, first_closed, high_errpipe - 1, 0) != 0 ||
+      ::syscall(SYS_close_range, high_errpipe + 1, ~0U, 0) != 0) {
+    Fail(plan, kStepFds, errno);
+  }
+
+  for (const auto& [resource, limit] : plan.rlimits) {
+    if (::setrlimit(static_cast<__rlimit_resource>(resource), &limit) != 0) Fail(plan, kStepRlimits, errno);
+  }
+  if (::chdir(plan.workdir.c_str()) != 0) Fail(plan, kStepChdir, errno);
+
+  // Capabilities: lock the securebits so that no execve (even of a setuid file,
+  // even as uid 0) gives any back, empty the bounding and ambient sets, then
+  // drop everything we hold.
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+                                     SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0) {
+    Fail(plan, kStepSecurebits, errno);
+  }
+  for (int cap = 0;; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      if (errno == EINVAL) break;  // past the last capability this kernel knows
+      Fail(plan, kStepCapsDrop, errno);
+    }
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) Fail(plan, kStepCapsDrop, errno);
+  if (int err = SetAllCaps(false)) Fail(plan, kStepCapsDrop, err);
+
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(plan, kStepNoNewPrivs, errno);
+  if (plan.landlock.abi > 0) {
+    if (int err = ApplyLandlockInChild(plan.landlock)) Fail(plan, kStepLandlock, err);
+  }
+  // Last: after this only the allowlisted system calls exist.
+  if (int err = ApplySeccompInChild(*plan.seccomp)) Fail(plan, kStepSeccomp, err);
+  ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+  Fail(plan, kStepExec, errno);
+}
+
+}  // namespace
+
+[[noreturn]] void RunChild(const ChildPlan& plan) {
+  // Die with the process that launched us; then wait until it has written our
+  // id maps and put us in the run's cgroup.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::read(plan.sync_r, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) Fail(plan, kStepSync, n < 0 ? errno : EPIPE);
+
+  // The cgroup namespace is rooted at the run's cgroup (we are in it now).
+  if (::unshare(CLONE_NEWCGROUP) != 0) Fail(plan, kStepCgroupNs, errno);
+
+  // Become the sandbox user (kSandboxUid, mapped to an unprivileged host uid)
+  // while keeping the namespace capabilities the setup below needs.
+  // Raw system calls: glibc's set*id wrappers would try to synchronise the
+  // parent's other threads, which do not exist in this copy of the process.
+  if (plan.can_setgroups && ::syscall(SYS_setgroups, 0, nullptr) != 0) Fail(plan, kStepSetgroups, errno);
+  if (::syscall(SYS_setresgid, kSandboxGid, kSandboxGid, kSandboxGid) != 0) Fail(plan, kStepSetgid, errno);
+  if (::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) Fail(plan, kStepSetuid, errno);
+  if (::syscall(SYS_setresuid, kSandboxUid, kSandboxUid, kSandboxUid) != 0) Fail(plan, kStepSetuid, errno);
+  if (int err = SetAllCaps(true)) Fail(plan, kStepCaps, err);
+
+  if (::sethostname(plan.hostname.data(), plan.hostname.size()) != 0 ||
+      ::setdomainname(plan.hostname.data(), plan.hostname.size()) != 0) {
+    Fail(plan, kStepHostname, errno);
+  }
+
+  int index = -1, step = 0;
+  if (int err = ApplyMountsInChild(plan, &index, &step)) Fail(plan, step, err, index);
+
+  // We are pid 1 of the run's pid namespace: fork the program and stay as its
+  // init, so that when the program ends, the kernel kills everything it left.
+  pid_t program = RawFork();
+  if (program < 0) Fail(plan, kStepFork, errno);
+  if (program == 0) ExecProgram(plan);
+
+  ::close(plan.stdout_w);
+  ::close(plan.stderr_w);
+  if (plan.extra_fd >= 0) ::close(plan.extra_fd);
+  ::close(plan.err_w);
+  // Not dumpable: /proc/1 of the run becomes unreadable to the program.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, __WALL);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      ::_exit(kExitSetupFailed);  // no children left: cannot happen before the program exits
+    }
+    if (pid == program) {
+      ssize_t unused = ::write(plan.status_w, &status, sizeof status);
+      (void)unused;
+      ::_exit(0);
+    }
+  }
+}
+
+}  // namespace airlock::isolation::internal

@@ -1,0 +1,254 @@
+// The sandbox's filesystem: a tmpfs root assembled at a staging path, then
+// pivot_root into it. What the run sees is only what PlanMounts() lists.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "isolation/child_plan.h"
+#include "isolation/spec.h"
+
+namespace airlock::isolation::internal {
+namespace {
+
+// System trees bound read-only when they are directories, recreated as the
+// same symlink when they are symlinks (merged /usr on Debian 12).
+constexpr const char* kSystemPaths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
+// The /etc subset a runtime needs. passwd, group, hosts and hostname are
+// synthesized instead, so no host account or host name reaches the run.
+constexpr const char* kEtcPaths[] = {
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+    "/etc/alternatives", "/etc/fonts",     "/etc/matplotlibrc", "/etc/python3",
+    "/etc/python3.11",  "/etc/mime.types", "/etc/nsswitch.conf",
+};
+
+// Where the host's root stays reachable while the new root is assembled; bind
+// sources are read through it, then it is detached.
+const std::string kOldRoot = "/.oldroot";
+
+constexpr const char* kDevices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
+
+// Flags a read-only remount must keep: in a user namespace the kernel refuses to
+// clear nosuid/nodev/noexec or change the atime mode of a mount we did not make.
+unsigned long RemountFlags(const std::string& source) {
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
+  struct statvfs sv;
+  if (::statvfs(source.c_str(), &sv) != 0) return flags;
+  if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  if (!(sv.f_flag & (ST_NOATIME | ST_RELATIME))) flags |= MS_STRICTATIME;
+  return flags;
+}
+
+class Planner {
+ public:
+  Planner() = default;
+
+  void Dir(const std::string& path, unsigned mode = 0755) {
+    if (path.empty() || path == "/" || dirs_.count(path)) return;
+    Dir(path.substr(0, std::max<size_t>(1, path.rfind('/'))));
+    dirs_.insert(path);
+    Add(MountOp::kDir, path, "", "", mode);
+  }
+  void Parent(const std::string& path) { Dir(path.substr(0, std::max<size_t>(1, path.rfind('/')))); }
+
+  // Mirrors a host path: symlink stays a symlink, directory or file is bound read-only.
+  void MirrorRo(const std::string& host_path) {
+    struct stat st;
+    if (::lstat(host_path.c_str(), &st) != 0) return;  // absent on this host: nothing to mirror
+    Parent(host_path);
+    if (S_ISLNK(st.st_mode)) {
+      char buf[4096];
+      ssize_t n = ::readlink(host_path.c_str(), buf, sizeof buf - 1);
+      if (n <= 0) return;
+      Add(MountOp::kSymlink, host_path, std::string(buf, static_cast<size_t>(n)));
+      return;
+    }
+    bool is_dir = S_ISDIR(st.st_mode);
+    if (is_dir) dirs_.insert(host_path);
+    MountOp& op = Add(MountOp::kBindRo, host_path, kOldRoot + host_path, "", is_dir ? 0755 : 0444);
+    op.remount_flags = RemountFlags(host_path);
+    if (!is_dir) op.mode |= S_IFREG;  // tells the child to create a file, not a directory
+  }
+
+  void Symlink(const std::string& path, const std::string& target) {
+    Parent(path);
+    Add(MountOp::kSymlink, path, target);
+  }
+  void File(const std::string& path, std::string content, unsigned mode = 0444) {
+    Parent(path);
+    Add(MountOp::kFile, path, std::move(content), "", mode);
+  }
+  void Tmpfs(const std::string& path, const std::string& options) {
+    Dir(path);
+    Add(MountOp::kTmpfs, path, "", options);
+  }
+  void Device(const std::string& path) {
+    Parent(path);
+    Add(MountOp::kBindFile, path, kOldRoot + path);
+  }
+  void Proc(const std::string& path) {
+    Dir(path);
+    Add(MountOp::kProc, path);
+  }
+
+  std::vector<MountOp> Take() { return std::move(ops_); }
+
+ private:
+  MountOp& Add(MountOp::Kind kind, const std::string& path, std::string source = "",
+               std::string data = "", unsigned mode = 0755) {
+    MountOp op{kind, path, std::move(source), std::move(data), 0, mode};
+    ops_.push_back(std::move(op));
+    return ops_.back();
+  }
+
+  std::set<std::string> dirs_;
+  std::vector<MountOp> ops_;
+};
+
+std::string SizeOption(int64_t bytes) { return "size=" + std::to_string(std::max<int64_t>(bytes, 4096)); }
+
+}  // namespace
+
+std::vector<MountOp> PlanMounts(const Spec& spec) {
+  Planner p;
+  for (const char* path : kSystemPaths) p.MirrorRo(path);
+
+  p.Dir("/etc");
+  const std::string uid = std::to_string(kSandboxUid), gid = std::to_string(kSandboxGid);
+  p.File("/etc/passwd", "sandbox:x:" + uid + ":" + gid + ":sandbox:" + spec.workdir +
+                            ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+  p.File("/etc/group", "sandbox:x:" + gid + ":\nnogroup:x:65534:\n");
+  p.File("/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t" + spec.hostname + "\n");
+  p.File("/etc/hostname", spec.hostname + "\n");
+  for (const char* path : kEtcPaths) p.MirrorRo(path);
+
+  // /dev: a small tmpfs with the harmless character devices bound from the host.
+  p.Tmpfs("/dev", "mode=0755,size=65536");
+  for (const char* dev : kDevices) p.Device(dev);
+  p.Symlink("/dev/fd", "/proc/self/fd");
+  p.Symlink("/dev/stdin", "/proc/self/fd/0");
+  p.Symlink("/dev/stdout", "/proc/self/fd/1");
+  p.Symlink("/dev/stderr", "/proc/self/fd/2");
+  // POSIX semaphores (multiprocessing) live in /dev/shm; it counts toward the run's memory.
+  p.Tmpfs("/dev/shm", "mode=1777," + SizeOption(spec.limits.disk_bytes));
+
+  p.Proc("/proc");
+
+  // The only writable place: the working directory (also HOME and /tmp).
+  p.Tmpfs(spec.workdir, "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
+  if (spec.workdir != "/tmp") p.Symlink("/tmp", spec.workdir);
+  // After the working dir, so that a bind below it is not hidden by its tmpfs.
+  for (const std::string& path : spec.ro_binds) p.MirrorRo(path);
+
+  for (const FileEntry& f : spec.files) p.File(f.path, f.content, f.mode);
+  return p.Take();
+}
+
+namespace {
+
+int MakeEmptyFile(const char* path, unsigned mode) {
+  int fd = ::open(path, O_CREAT | O_WRONLY | O_CLOEXEC, mode & 07777);
+  if (fd < 0) return errno;
+  ::close(fd);
+  return 0;
+}
+
+int MkdirOk(const char* path, unsigned mode) {
+  if (::mkdir(path, mode & 07777) == 0 || errno == EEXIST) return 0;
+  return errno;
+}
+
+int WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+int ApplyOp(const MountOp& op) {
+  const char* target = op.target.c_str();
+  switch (op.kind) {
+    case MountOp::kDir:
+      return MkdirOk(target, op.mode);
+    case MountOp::kBindRo: {
+      int err = (op.mode & S_IFREG) ? MakeEmptyFile(target, 0444) : MkdirOk(target, 0755);
+      if (err) return err;
+      if (::mount(op.source.c_str(), target, nullptr, MS_BIND, nullptr) != 0) return errno;
+      if (::mount(nullptr, target, nullptr, op.remount_flags, nullptr) != 0) return errno;
+      return 0;
+    }
+    case MountOp::kBindFile: {
+      if (int err = MakeEmptyFile(target, 0666)) return err;
+      if (::mount(op.source.c_str(), target, nullptr, MS_BIND, nullptr) != 0) return errno;
+      return 0;
+    }
+    case MountOp::kSymlink:
+      return ::symlink(op.source.c_str(), target) == 0 ? 0 : errno;
+    case MountOp::kFile: {
+      int fd = ::open(target, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, op.mode & 07777);
+      if (fd < 0) return errno;
+      int err = WriteAll(fd, op.source.data(), op.source.size());
+      ::close(fd);
+      return err;
+    }
+    case MountOp::kTmpfs:
+      if (int err = MkdirOk(target, 0755)) return err;
+      return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, op.data.c_str()) == 0 ? 0 : errno;
+    case MountOp::kProc:
+      if (int err = MkdirOk(target, 0555)) return err;
+      return ::mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0 : errno;
+  }
+  return EINVAL;
+}
+
+}  // namespace
+
+int ApplyMountsInChild(const ChildPlan& plan, int* failed_index, int* failed_step) {
+  *failed_step = kStepMountPrivate;
+  // Nothing we mount may propagate back to the host.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+  *failed_step = kStepMountRoot;
+  if (::mount("tmpfs", plan.staging.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=67108864") != 0) {
+    return errno;
+  }
+  // Enter the new root first, keeping the host's root at /.oldroot: every bind
+  // source is then read through /.oldroot, whatever the staging path hides.
+  *failed_step = kStepPivotRoot;
+  if (::chdir(plan.staging.c_str()) != 0) return errno;
+  if (::mkdir(".oldroot", 0700) != 0) return errno;
+  if (::syscall(SYS_pivot_root, ".", ".oldroot") != 0) return errno;
+  if (::chdir("/") != 0) return errno;
+  *failed_step = kStepMountOp;
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    if (int err = ApplyOp(plan.ops[i])) {
+      *failed_index = static_cast<int>(i);
+      return err;
+    }
+  }
+  // Detach the host's tree: from here no path leads back to it.
+  *failed_step = kStepPivotRoot;
+  if (::umount2(kOldRoot.c_str(), MNT_DETACH) != 0) return errno;
+  if (::rmdir(kOldRoot.c_str()) != 0) return errno;
+  *failed_step = kStepRemountRoot;
+  if (::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) {
+    return errno;
+  }
+  return 0;
+}
+
+}  // namespace airlock::isolation::internal

@@ -1,0 +1,281 @@
+// Parent side of a launch: prepare the plan, clone into new namespaces, write
+// the id maps, put the child in its cgroup, release it, and wait until the
+// program has exec'd (or learn which step failed).
+#include "isolation/sandbox.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "isolation/child_plan.h"
+#include "isolation/landlock.h"
+
+namespace airlock::isolation {
+namespace {
+
+using internal::ChildError;
+using internal::ChildPlan;
+
+constexpr const char* kStepNames[] = {
+    "?",          "sync with parent", "cgroup namespace", "setgroups",   "setgid",     "setuid",
+    "capabilities", "hostname",       "mount propagation", "root tmpfs", "mount",      "pivot_root",
+    "read-only root", "fork",         "setsid",           "file descriptors", "rlimits", "chdir",
+    "securebits", "drop capabilities", "no_new_privs",    "landlock",    "seccomp",    "execve",
+};
+static_assert(sizeof(kStepNames) / sizeof(kStepNames[0]) == internal::kStepCount);
+
+constexpr int kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+// Where the new root is assembled, inside the child's private mount namespace
+// (mounting there hides nothing outside that namespace).
+constexpr const char* kStaging = "/tmp";
+constexpr int64_t kMiB = 1 << 20;
+
+std::atomic<uint64_t> g_run_counter{0};
+
+StatusOr<std::pair<UniqueFd, UniqueFd>> Pipe(bool nonblocking_read) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe2");
+  UniqueFd r(fds[0]), w(fds[1]);
+  if (nonblocking_read && ::fcntl(r.get(), F_SETFL, O_NONBLOCK) != 0) return ErrnoError("fcntl(O_NONBLOCK)");
+  return std::make_pair(std::move(r), std::move(w));
+}
+
+std::vector<std::pair<int, struct rlimit>> PlanRlimits(const Limits& l, bool have_cgroup) {
+  auto lim = [](int64_t soft, int64_t hard) {
+    struct rlimit r;
+    r.rlim_cur = static_cast<rlim_t>(soft);
+    r.rlim_max = static_cast<rlim_t>(hard);
+    return r;
+  };
+  std::vector<std::pair<int, struct rlimit>> out;
+  // With a cgroup, the address-space limit only stops absurd single allocations
+  // and leaves the real limit (and the "memory" kill reason) to the cgroup;
+  // without one it is the memory limit.
+  int64_t as = have_cgroup ? l.memory_bytes + 2048 * kMiB : l.memory_bytes;
+  out.push_back({RLIMIT_AS, lim(as, as)});
+  out.push_back({RLIMIT_CORE, lim(0, 0)});
+  out.push_back({RLIMIT_NOFILE, lim(l.open_files, l.open_files)});
+  // Counted per user namespace level, so this is per run. With a cgroup,
+  // pids.max must be what refuses a fork (it is what reports kill_reason
+  // "pids"), so the rlimit sits above it.
+  int64_t nproc = have_cgroup ? 2 * l.pids + 16 : l.pids;
+  out.push_back({RLIMIT_NPROC, lim(nproc, nproc)});
+  // Slightly above the tmpfs size so that a full disk shows as ENOSPC, not SIGXFSZ.
+  out.push_back({RLIMIT_FSIZE, lim(l.disk_bytes + kMiB, l.disk_bytes + kMiB)});
+  out.push_back({RLIMIT_MEMLOCK, lim(0, 0)});
+  if (l.cpu_time_ms > 0) {
+    int64_t s = (l.cpu_time_ms + 999) / 1000;
+    out.push_back({RLIMIT_CPU, lim(s, s + 1)});
+  }
+  return out;
+}
+
+IsolationReport MakeReport(const HostSetup& host, bool have_cgroup) {
+  IsolationReport r;
+  r.landlock_abi = host.landlock_abi;
+  r.cgroup_version = !have_cgroup ? "none" : host.cgroups.version == CgroupVersion::kV2 ? "v2" : "v1";
+  auto add = [&](const char* name, bool on, std::string detail) { r.layers.push_back({name, on, std::move(detail)}); };
+  add("user_namespace", true, "uid " + std::to_string(kSandboxUid) + " mapped to an unprivileged host uid");
+  add("pid_namespace", true, "the run is pid 1 of its own namespace; fresh /proc");
+  add("mount_namespace", true, "tmpfs root, read-only system binds, pivot_root, old root detached");
+  add("network_namespace", true, "no interfaces but a down loopback");
+  add("ipc_namespace", true, "");
+  add("uts_namespace", true, "hostname sandbox");
+  add("cgroup_namespace", true, "");
+  add("cgroup", have_cgroup,
+      have_cgroup ? r.cgroup_version + ": memory, pids, cpu" : "degraded: " + host.cgroups.why_not);
+  add("rlimits", true, "AS, CORE, NOFILE, NPROC, FSIZE, MEMLOCK, CPU");
+  add("capabilities", true, "all dropped (bounding, ambient, effective, permitted); securebits locked");
+  add("no_new_privs", true, "");
+  std::string ll = "ABI " + std::to_string(host.landlock_abi) + ": filesystem";
+  if (host.landlock_abi >= 4) ll += ", tcp";
+  if (host.landlock_abi >= 6) ll += ", scopes (abstract unix sockets, signals)";
+  add("landlock", host.landlock_abi > 0, host.landlock_abi > 0 ? ll : "degraded: the kernel has no Landlock");
+  add("seccomp", true, "default-deny allowlist, native architecture only");
+  return r;
+}
+
+}  // namespace
+
+StatusOr<HostSetup> PrepareHost(const HostOptions& options) {
+  HostSetup host;
+  host.degradable = options.degradable;
+  host.privileged = ::geteuid() == 0;
+  ASSIGN_OR_RETURN(host.cgroups, DetectCgroups());
+  if (host.cgroups.version == CgroupVersion::kNone &&
+      !(options.degradable & static_cast<uint32_t>(Degradable::kCgroup))) {
+    return Unavailable("cgroup limits are required but unusable: " + host.cgroups.why_not +
+                       " (or allow running on rlimits alone with --allow-degraded=cgroup)");
+  }
+  host.landlock_abi = LandlockAbi();
+  if (host.landlock_abi == 0 && !(options.degradable & static_cast<uint32_t>(Degradable::kLandlock))) {
+    return Unavailable(
+        "Landlock is required but this kernel does not offer it (needs Linux >= 5.13 with lsm=landlock); "
+        "or allow running without it with --allow-degraded=landlock");
+  }
+  ASSIGN_OR_RETURN(host.seccomp, CompileSeccompPolicy({}));
+  return host;
+}
+
+StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
+    return InvalidArgument("the program must be an absolute path inside the sandbox");
+  }
+  ChildPlan plan;
+  plan.staging = kStaging;
+  plan.ops = internal::PlanMounts(spec);
+  plan.hostname = spec.hostname;
+  plan.workdir = spec.workdir;
+  plan.argv_storage = spec.argv;
+  plan.env_storage = spec.env;
+  for (auto& a : plan.argv_storage) plan.argv.push_back(a.data());
+  plan.argv.push_back(nullptr);
+  for (auto& e : plan.env_storage) plan.envp.push_back(e.data());
+  plan.envp.push_back(nullptr);
+  plan.landlock = PlanLandlock(host.landlock_abi, {"/"}, {spec.workdir, "/dev/shm"},
+                               {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"});
+  plan.seccomp = &host.seccomp;
+  plan.can_setgroups = host.privileged;
+
+  Launched run;
+  std::unique_ptr<RunCgroup> cgroup;
+  if (host.cgroups.version != CgroupVersion::kNone) {
+    std::string name = "run-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
+    ASSIGN_OR_RETURN(cgroup, RunCgroup::Create(host.cgroups, name, spec.limits));
+  }
+  plan.rlimits = PlanRlimits(spec.limits, cgroup != nullptr);
+  run.report = MakeReport(host, cgroup != nullptr);
+
+  ASSIGN_OR_RETURN(auto sync, Pipe(false));
+  ASSIGN_OR_RETURN(auto err, Pipe(false));
+  ASSIGN_OR_RETURN(auto status, Pipe(true));
+  ASSIGN_OR_RETURN(auto out, Pipe(true));
+  ASSIGN_OR_RETURN(auto errout, Pipe(true));
+  plan.sync_r = sync.first.get();
+  plan.err_w = err.second.get();
+  plan.status_w = status.second.get();
+  plan.stdout_w = out.second.get();
+  plan.stderr_w = errout.second.get();
+  plan.extra_fd = spec.extra_fd;
+
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, kCloneFlags | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  if (pid < 0) {
+    return ErrnoError("clone(user, pid, mount, net, ipc, uts namespaces) — are user namespaces enabled? "
+                      "(sysctl user.max_user_namespaces > 0; kernel.unprivileged_userns_clone=1 where it exists)");
+  }
+  if (pid == 0) internal::RunChild(plan);  // never returns
+
+  run.pid = pid;
+  // From here on, a failure must not leave the child behind.
+  auto abandon = [&](Status s) -> Status {
+    ::kill(pid, SIGKILL);
+    int st;
+    ::waitpid(pid, &st, __WALL);
+    return s;
+  };
+  sync.first.reset();
+  err.second.reset();
+  status.second.reset();
+  out.second.reset();
+  errout.second.reset();
+
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return abandon(ErrnoError("pidfd_open"));
+  run.pidfd.reset(pidfd);
+
+  const std::string proc = "/proc/" + std::to_string(pid);
+  uid_t host_uid = spec.host_uid >= 0 ? static_cast<uid_t>(spec.host_uid) : host.privileged ? 65534 : ::getuid();
+  gid_t host_gid = spec.host_gid >= 0 ? static_cast<gid_t>(spec.host_gid) : host.privileged ? 65534 : ::getgid();
+  if (!host.privileged) {
+    Status s = WriteFile(proc + "/setgroups", "deny");
+    if (!s.ok()) return abandon(s);
+  }
+  for (auto [file, inside, outside] : {std::tuple{"/uid_map", kSandboxUid, host_uid},
+                                       std::tuple{"/gid_map", kSandboxGid, host_gid}}) {
+    Status s = WriteFile(proc + file, std::to_string(inside) + " " + std::to_string(outside) + " 1\n");
+    if (!s.ok()) return abandon(s);
+  }
+  if (cgroup) {
+    Status s = cgroup->AddProcess(pid);
+    if (!s.ok()) return abandon(s);
+  }
+  char go = 'g';
+  if (::write(sync.second.get(), &go, 1) != 1) return abandon(ErrnoError("write(sync pipe)"));
+  sync.second.reset();
+
+  // EOF on the error pipe: the program exec'd. A ChildError: a step failed.
+  ChildError child_error{};
+  size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(&child_error);
+  for (;;) {
+    struct pollfd p = {err.first.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, 30000);
+    if (r == 0) return abandon(Internal("sandbox setup did not finish within 30 s"));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return abandon(ErrnoError("poll(error pipe)"));
+    }
+    ssize_t n = ::read(err.first.get(), bytes + got, sizeof child_error - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+    if (got == sizeof child_error) break;
+  }
+  if (got > 0) {
+    int step = child_error.step > 0 && child_error.step < internal::kStepCount ? child_error.step : 0;
+    std::string what = std::string("sandbox setup failed at step '") + kStepNames[step] + "'";
+    if (step == internal::kStepMountOp && child_error.index >= 0 &&
+        static_cast<size_t>(child_error.index) < plan.ops.size()) {
+      what += " (" + plan.ops[static_cast<size_t>(child_error.index)].target + ")";
+    }
+    return abandon(Status(ErrorCode::kUnavailable, what, child_error.err));
+  }
+
+  run.stdout_fd = std::move(out.first);
+  run.stderr_fd = std::move(errout.first);
+  run.status_fd = std::move(status.first);
+  run.cgroup = std::move(cgroup);
+  return run;
+}
+
+StatusOr<ExitInfo> Reap(Launched& run) {
+  ExitInfo info;
+  int st = 0;
+  for (;;) {
+    pid_t r = ::wait4(run.pid, &st, __WALL, &info.usage);
+    if (r == run.pid) break;
+    if (r < 0 && errno == EINTR) continue;
+    return ErrnoError("wait4(sandbox init)");
+  }
+  run.pid = -1;
+  int program_status = 0;
+  ssize_t n = ::read(run.status_fd.get(), &program_status, sizeof program_status);
+  if (n != static_cast<ssize_t>(sizeof program_status)) {
+    info.init_killed = true;
+    info.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    return info;
+  }
+  if (WIFEXITED(program_status)) {
+    info.exited = true;
+    info.exit_code = WEXITSTATUS(program_status);
+  } else if (WIFSIGNALED(program_status)) {
+    info.signal = WTERMSIG(program_status);
+  }
+  return info;
+}
+
+void KillRun(Launched& run) {
+  if (run.pidfd) ::syscall(SYS_pidfd_send_signal, run.pidfd.get(), SIGKILL, nullptr, 0);
+  if (run.cgroup) run.cgroup->KillAll();
+}
+
+}  // namespace airlock::isolation

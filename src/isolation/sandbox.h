@@ -1,0 +1,86 @@
+// Launching one program inside a fresh sandbox (DESIGN §4): namespaces, a new
+// root, cgroup limits, rlimits, no capabilities, Landlock and seccomp, in that
+// order, before the program's first instruction.
+//
+//   ASSIGN_OR_RETURN(HostSetup host, PrepareHost(options));   // once per process
+//   ASSIGN_OR_RETURN(Launched run, Launch(host, spec));       // per run
+//   ... read run.stdout_fd / run.stderr_fd, poll run.pidfd ...
+//   ASSIGN_OR_RETURN(ExitInfo exit, Reap(run));
+//
+// Launch() may be called from a multi-threaded process: the code between
+// clone() and execve() only reads data prepared before clone() and does not
+// allocate; a failure there reaches the parent as a (step, errno) pair.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "isolation/cgroup.h"
+#include "isolation/seccomp_policy.h"
+#include "isolation/spec.h"
+
+namespace airlock::isolation {
+
+struct HostOptions {
+  // Layers this host may lack without refusing to run (Degradable bits). A
+  // missing layer that is not listed here makes PrepareHost() fail.
+  uint32_t degradable = 0;
+};
+
+// What this process found out about the host, computed once.
+struct HostSetup {
+  CgroupSetup cgroups;
+  int landlock_abi = 0;
+  SeccompProgram seccomp;
+  uint32_t degradable = 0;
+  bool privileged = false;  // euid 0: maps the sandbox to an unprivileged host uid
+};
+
+StatusOr<HostSetup> PrepareHost(const HostOptions& options);
+
+// Which layer was in force for one run; echoed in every result.
+struct LayerState {
+  std::string name;
+  bool enforced = false;
+  std::string detail;
+};
+struct IsolationReport {
+  std::vector<LayerState> layers;
+  int landlock_abi = 0;
+  std::string cgroup_version;  // "v2", "v1" or "none"
+};
+
+struct Launched {
+  pid_t pid = -1;         // the run's init (pid 1 inside), in our pid namespace
+  UniqueFd pidfd;         // readable when init has exited
+  UniqueFd stdout_fd;     // non-blocking read ends
+  UniqueFd stderr_fd;
+  UniqueFd status_fd;     // init writes the program's wait status here
+  std::unique_ptr<RunCgroup> cgroup;  // null when running without cgroups (degraded)
+  IsolationReport report;
+};
+
+StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec);
+
+struct ExitInfo {
+  bool exited = false;   // the program exited normally
+  int exit_code = 0;     // when exited
+  int signal = 0;        // when killed by a signal (0 otherwise)
+  bool init_killed = false;  // init died before reporting (the run was killed from outside)
+  struct rusage usage {};
+};
+
+// Waits for init (blocking) and returns how the program ended. Call after the
+// pidfd became readable, or after killing the run.
+StatusOr<ExitInfo> Reap(Launched& run);
+
+// Kills every process of the run (init first; the pid namespace takes the rest).
+void KillRun(Launched& run);
+
+}  // namespace airlock::isolation

@@ -1,0 +1,415 @@
+// JSON for the HTTP service's requests and responses (model/execute.h).
+#include <cmath>
+#include <cstdio>
+
+#include "model/execute.h"
+#include "model/json_util.h"
+
+namespace airlock::model {
+
+using internal::Dump;
+using nlohmann::json;
+
+namespace {
+
+ApiError Unprocessable(std::string field, std::string message) {
+  return ApiError{ErrorKind::kUnprocessable, std::move(message), std::move(field)};
+}
+
+std::string TypeName(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a number";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    default: return "a value";
+  }
+}
+
+// A JSON number (not a boolean) as a double.
+bool AsNumber(const json& v, double* out) {
+  if (!v.is_number()) return false;
+  *out = v.get<double>();
+  return std::isfinite(*out);
+}
+
+// A size: a non-negative integer (bytes) or a string like "128Mi".
+bool AsSizeText(const json& v, std::string* out) {
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    *out = std::to_string(v.get<int64_t>());
+    return true;
+  }
+  if (v.is_string()) {
+    *out = v.get<std::string>();
+    return !out->empty() && out->size() <= 32;
+  }
+  return false;
+}
+
+bool ParseLimits(const json& limits, LimitsRequest* out, ApiError* error) {
+  if (!limits.is_object()) {
+    *error = Unprocessable("limits", "limits: must be an object, got " + TypeName(limits));
+    return false;
+  }
+  for (const auto& [key, value] : limits.items()) {
+    const std::string field = "limits." + key;
+    if (value.is_null()) continue;
+    if (key == "memory" || key == "disk" || key == "output") {
+      std::string text;
+      if (!AsSizeText(value, &text)) {
+        *error = Unprocessable(field, field + ": must be a size in bytes or a string such as \"128Mi\", got " +
+                                          TypeName(value));
+        return false;
+      }
+      (key == "memory" ? out->memory : key == "disk" ? out->disk : out->output) = text;
+    } else if (key == "cpu" || key == "cpu_time") {
+      double d = 0;
+      if (!AsNumber(value, &d) || !(d > 0)) {
+        *error = Unprocessable(field, field + ": must be a number greater than 0");
+        return false;
+      }
+      (key == "cpu" ? out->cpu : out->cpu_time) = d;
+    } else if (key == "pids") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1) {
+        *error = Unprocessable(field, field + ": must be an integer of at least 1");
+        return false;
+      }
+      out->pids = value.get<int64_t>();
+    } else {
+      *error = Unprocessable(field, field + ": unknown limit (known: memory, cpu, cpu_time, pids, disk, output)");
+      return false;
+    }
+  }
+  return true;
+}
+
+// "1.0" for whole numbers (as Python prints a float), else the shortest form.
+std::string PythonFloat(double v) {
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) snprintf(buf, sizeof buf, "%.1f", v);
+  else snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+json ViolationObject(const Violation& v) {
+  return {{"rule", v.rule},         {"message", v.message}, {"line", v.line},
+          {"col", v.col},           {"severity", v.severity}, {"stage", v.stage}};
+}
+
+json ErrorObject(const std::optional<ErrorInfo>& e) {
+  if (!e) return nullptr;
+  return {{"name", e->name}, {"value", e->value}, {"traceback", e->traceback}};
+}
+
+json ResultObject(const DisplayResult& r) {
+  json data = json::parse(r.data_json, nullptr, /*allow_exceptions=*/false);
+  if (data.is_discarded() || !data.is_object()) data = json::object();
+  return {{"is_main_result", r.is_main_result}, {"data", std::move(data)}};
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s, size_t* bad_offset) {
+  size_t i = 0;
+  const size_t n = s.size();
+  auto fail = [&](size_t at) {
+    if (bad_offset) *bad_offset = at;
+    return false;
+  };
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return fail(i);
+    }
+    if (i + len > n) return fail(i);
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return fail(i);
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
+      return fail(i);
+    }
+    i += len;
+  }
+  return true;
+}
+
+bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request, ApiError* error) {
+  *request = ExecuteRequest();
+  size_t bad = 0;
+  if (!IsValidUtf8(body, &bad)) {
+    *error = Unprocessable("", "request body: invalid UTF-8 at byte " + std::to_string(bad) +
+                                   " (the body must be JSON text in UTF-8; send binary data base64-encoded)");
+    return false;
+  }
+  if (internal::JsonDepth(body) > caps.max_depth) {
+    *error = Unprocessable("", "request body: JSON nested deeper than " + std::to_string(caps.max_depth) + " levels");
+    return false;
+  }
+  json doc;
+  try {
+    doc = json::parse(body);
+  } catch (const json::exception& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, ..." -> "parse error at line 1, ..."
+    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    *error = Unprocessable("", "request body is not valid JSON: " + what);
+    return false;
+  }
+  if (!doc.is_object()) {
+    *error = Unprocessable("", "request body must be a JSON object such as {\"code\": \"print(1)\"}, got " +
+                                   TypeName(doc));
+    return false;
+  }
+
+  auto it = doc.find("code");
+  if (it == doc.end() || it->is_null()) {
+    *error = Unprocessable("code", "code: field required (the Python source to run, as a string)");
+    return false;
+  }
+  if (!it->is_string()) {
+    *error = Unprocessable("code", "code: must be a string, got " + TypeName(*it));
+    return false;
+  }
+  request->code = it->get<std::string>();
+  if (request->code.size() > caps.max_code_bytes) {
+    *error = ApiError{ErrorKind::kPayloadTooLarge,
+                      "code: " + std::to_string(request->code.size()) + " bytes is over the limit of " +
+                          std::to_string(caps.max_code_bytes) + " bytes",
+                      "code"};
+    return false;
+  }
+  if (!IsValidUtf8(request->code, &bad)) {  // the parser checks this already; belt and braces
+    *error = Unprocessable("code", "code: invalid UTF-8 at byte " + std::to_string(bad));
+    return false;
+  }
+
+  if (it = doc.find("timeout"); it != doc.end() && !it->is_null()) {
+    double t = 0;
+    if (!AsNumber(*it, &t)) {
+      *error = Unprocessable("timeout", "timeout: must be a number of seconds, got " + TypeName(*it));
+      return false;
+    }
+    request->timeout_s = t;
+  }
+  if (it = doc.find("profile"); it != doc.end() && !it->is_null()) {
+    if (!it->is_string() || it->get<std::string>().empty() || it->get<std::string>().size() > 64) {
+      *error = Unprocessable("profile", "profile: must be a profile name (a non-empty string of at most 64 bytes)");
+      return false;
+    }
+    request->profile = it->get<std::string>();
+  }
+  if (it = doc.find("language"); it != doc.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      *error = Unprocessable("language", "language: must be a string, got " + TypeName(*it));
+      return false;
+    }
+    std::string lang = it->get<std::string>();
+    if (lang != "python" && lang != "python3") {
+      *error = Unprocessable("language", "language: '" + lang.substr(0, 64) + "' is not supported (supported: python)");
+      return false;
+    }
+  }
+  if (it = doc.find("limits"); it != doc.end() && !it->is_null()) {
+    if (!ParseLimits(*it, &request->limits, error)) return false;
+  }
+  if (it = doc.find("files"); it != doc.end() && !it->is_null() && !(it->is_array() && it->empty()) &&
+                              !(it->is_object() && it->empty())) {
+    *error = Unprocessable("files", "files: this server does not take input files yet; embed small data in the code");
+    return false;
+  }
+  return true;
+}
+
+std::string CompatExecuteToJson(const ExecuteResponse& r) {
+  const RunReport& run = r.run;
+  std::string out = run.stdout_text, err = run.stderr_text;
+  auto marker = [&](int64_t cap) {
+    if (cap > 0 && cap % 1024 == 0) return "[output truncated at " + std::to_string(cap / 1024) + " KB]";
+    return "[output truncated at " + std::to_string(cap) + " bytes]";
+  };
+  if (run.stdout_truncated) out += "\n" + marker(r.limits.output_bytes);
+  if (run.stderr_truncated) err += "\n" + marker(r.limits.output_bytes);
+  if (run.timed_out) {
+    if (!err.empty() && err.back() != '\n') err += '\n';
+    err += "Execution timed out after " + PythonFloat(r.limits.timeout_s) + "s";
+  }
+  json error = nullptr;
+  if (r.error) {
+    error = r.error->value.empty() ? r.error->name : r.error->name + ": " + r.error->value;
+  } else if (run.kill_reason) {
+    error = "Killed (" + *run.kill_reason + "): " + run.kill_detail;
+  }
+  json j = {
+      {"stdout", std::move(out)},
+      {"stderr", std::move(err)},
+      {"exit_code", run.signal ? -run.signal : run.exit_code},
+      {"timed_out", run.timed_out},
+      {"result", r.result ? json(*r.result) : json(nullptr)},
+      {"error", std::move(error)},
+  };
+  return Dump(j);
+}
+
+std::string V1ExecuteToJson(const ExecuteResponse& r) {
+  json j = internal::RunReportObject(r.run);
+  j["request_id"] = r.request_id;
+  j["result"] = r.result ? json(*r.result) : json(nullptr);
+  json results = json::array();
+  for (const DisplayResult& d : r.results) results.push_back(ResultObject(d));
+  j["results"] = std::move(results);
+  j["error"] = ErrorObject(r.error);
+  j["truncated"]["results"] = r.results_truncated;
+  const EffectiveLimitsView& l = r.limits;
+  j["profile"] = {{"name", l.profile},
+                  {"timeout_s", l.timeout_s},
+                  {"memory_bytes", l.memory_bytes},
+                  {"cpu_cores", l.cpu_cores},
+                  {"cpu_time_s", l.cpu_time_s},
+                  {"pids", l.pids},
+                  {"disk_bytes", l.disk_bytes},
+                  {"output_bytes", l.output_bytes},
+                  {"clamped", l.clamped}};
+  json warnings = json::array();
+  for (const Violation& v : r.warnings) warnings.push_back(ViolationObject(v));
+  j["warnings"] = std::move(warnings);
+  return Dump(j);
+}
+
+std::string RejectionToJson(const std::vector<Violation>& violations, bool compat, const std::string& request_id) {
+  json list = json::array();
+  for (const Violation& v : violations) {
+    if (compat) list.push_back(v.compat);
+    else list.push_back(ViolationObject(v));
+  }
+  json j = {{"error", "Code validation failed"}, {"violations", std::move(list)}};
+  if (!compat) j["request_id"] = request_id;
+  return Dump(j);
+}
+
+std::string ErrorToJson(const ApiError& e, const std::string& request_id) {
+  json j = {{"error", e.message}};
+  if (!e.field.empty()) {
+    j["field"] = e.field;
+    if (e.kind == ErrorKind::kUnprocessable) {
+      json loc = json::array({"body"});
+      // "limits.memory" -> ["body", "limits", "memory"], as pydantic writes it.
+      std::string_view rest = e.field;
+      while (!rest.empty()) {
+        size_t dot = rest.find('.');
+        loc.push_back(std::string(rest.substr(0, dot)));
+        rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+      }
+      j["detail"] = json::array({{{"loc", std::move(loc)}, {"msg", e.message}, {"type", "value_error"}}});
+    }
+  }
+  (void)request_id;  // carried by the X-Request-Id header: the fips bodies stay exact
+  return Dump(j);
+}
+
+std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& isolation) {
+  json imports = json::array();
+  if (p.any_import) imports.push_back("*");
+  else for (const auto& m : p.allowed_imports) imports.push_back(m);
+  json blocklist = json::array();
+  for (const auto& [m, a] : p.blocklist) blocklist.push_back(json::array({m, a}));
+  json modes = json::object();
+  for (const auto& [layer, mode] : p.audit_modes) modes[layer] = mode;
+  json resources = {{"memory_bytes", p.memory_bytes},
+                    {"cpu_cores", p.cpu_cores},
+                    {"timeout_max", p.timeout_max_s},
+                    {"timeout_default", p.timeout_default_s},
+                    {"pids", p.pids},
+                    {"disk_bytes", p.disk_bytes},
+                    {"output_bytes", p.output_bytes},
+                    {"cpu_time", p.cpu_time_s ? json(*p.cpu_time_s) : json(nullptr)}};
+  json j = {
+      {"name", p.name},
+      {"description", p.description},
+      {"allowed_imports", std::move(imports)},
+      {"blocklist_entries", p.blocklist.size()},
+      {"scan_stages", {{"pre", p.scan_pre}, {"post", p.scan_post}}},
+      {"extends", p.extends.empty() ? json(nullptr) : json(p.extends)},
+      {"any_import", p.any_import},
+      {"blocklist", std::move(blocklist)},
+      {"preimport", p.preimport},
+      {"resources", std::move(resources)},
+      {"audit", {{"mode", std::move(modes)}}},
+      {"language", p.language},
+      {"network", p.network},
+      {"matplotlib", p.matplotlib},
+      {"default", p.is_default},
+  };
+  if (!isolation.empty()) {
+    json layers = json::object();
+    for (const LayerReport& l : isolation) {
+      json layer = {{"enforced", l.enforced}};
+      if (!l.detail.empty()) layer["detail"] = l.detail;
+      layers[l.name] = std::move(layer);
+    }
+    j["isolation"] = std::move(layers);
+  }
+  return Dump(j);
+}
+
+std::string ProfileListToJson(const std::vector<ProfileView>& profiles, const std::string& default_name) {
+  json list = json::array();
+  for (const ProfileView& p : profiles) list.push_back(json::parse(ProfileToJson(p, {})));
+  return Dump({{"default", default_name}, {"profiles", std::move(list)}});
+}
+
+std::string StatusToJson(const std::string& status, const std::string& detail) {
+  json j = {{"status", status}};
+  if (!detail.empty()) j["detail"] = detail;
+  return Dump(j);
+}
+
+std::string AuditRecordToJson(const AuditRecord& a) {
+  json violations = json::array();
+  for (const Violation& v : a.violations) violations.push_back(ViolationObject(v));
+  json j = {
+      {"time", a.time},
+      {"type", "execution"},
+      {"request_id", a.request_id},
+      {"route", a.route},
+      {"client", {{"token", a.token_name.empty() ? json(nullptr) : json(a.token_name)},
+                  {"address", a.client_address}}},
+      {"profile", a.profile.empty() ? json(nullptr) : json(a.profile)},
+      {"code_sha256", a.code_sha256.empty() ? json(nullptr) : json(a.code_sha256)},
+      {"code_bytes", a.code_bytes},
+      {"verdict", a.verdict},
+      {"http_status", a.http_status},
+      {"violations", std::move(violations)},
+      {"exit_code", a.exit_code ? json(*a.exit_code) : json(nullptr)},
+      {"signal", a.signal ? json(*a.signal) : json(nullptr)},
+      {"kill_reason", a.kill_reason ? json(*a.kill_reason) : json(nullptr)},
+      {"client_gone", a.client_gone},
+      {"duration_ms", a.duration_ms},
+      {"run_ms", a.run_ms},
+      {"usage", {{"cpu_ms", a.cpu_ms}, {"max_rss_kb", a.max_rss_kb}}},
+  };
+  if (!a.error.empty()) j["error"] = a.error;
+  return Dump(j);
+}
+
+}  // namespace airlock::model

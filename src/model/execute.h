@@ -1,0 +1,229 @@
+// The HTTP service's wire types: an execute request, its response, policy
+// violations, error bodies, profile views and audit records. Plain data; the
+// JSON codec (api_codec.cc) is the only code that knows JSON.
+//
+//   model::ExecuteRequest req;
+//   model::ApiError err;
+//   if (!model::ParseExecuteRequest(body, caps, &req, &err)) return Reply(err);
+//   ...
+//   std::string json = model::V1ExecuteToJson(response);
+//
+// Every string that came from a run (stdout, stderr, results, tracebacks) is
+// arbitrary bytes; the encoders replace invalid UTF-8 with U+FFFD.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "model/run_report.h"
+
+namespace airlock::model {
+
+// ---------------------------------------------------------------------------
+// Errors
+
+// What went wrong with a request, independent of the transport. The HTTP
+// status of each kind is decided in one place: api/error_mapping.cc.
+enum class ErrorKind {
+  kBadRequest,        // 400: empty code ("No code provided")
+  kPolicy,            // 400: the analyzer rejected the code (violations)
+  kUnauthorized,      // 401
+  kNotFound,          // 404
+  kMethodNotAllowed,  // 405
+  kPayloadTooLarge,   // 413: body or code over the cap
+  kUnprocessable,     // 422: bad JSON, wrong type, out of range, unknown profile
+  kTooManyRequests,   // 429: concurrency limit and queue full
+  kInternal,          // 500: a run could not be started
+  kUnavailable,       // 503: not ready, or shutting down
+};
+
+struct ApiError {
+  ErrorKind kind = ErrorKind::kInternal;
+  std::string message;
+  std::string field;  // the request field at fault ("timeout"), "" when none
+};
+
+// ---------------------------------------------------------------------------
+// Request
+
+// Caps on untrusted input, checked while parsing.
+struct RequestCaps {
+  size_t max_depth = 32;               // nesting of JSON arrays/objects
+  size_t max_code_bytes = size_t{1} << 20;
+};
+
+// Limits a /v1/execute request may ask for (below the profile's ceilings).
+// Sizes are kept as text ("128Mi" or "134217728"); the service parses them
+// with the profile's unit syntax.
+struct LimitsRequest {
+  std::optional<std::string> memory;
+  std::optional<double> cpu;       // cores
+  std::optional<double> cpu_time;  // seconds
+  std::optional<int64_t> pids;
+  std::optional<std::string> disk;
+  std::optional<std::string> output;  // bytes kept per stream
+};
+
+struct ExecuteRequest {
+  std::string code;                    // valid UTF-8 (checked)
+  std::optional<double> timeout_s;     // absent: the profile's default
+  std::optional<std::string> profile;  // absent: the server's default profile
+  std::string language = "python";
+  LimitsRequest limits;
+};
+
+// Parses a POST /execute or /v1/execute body. On failure fills `error`
+// (kUnprocessable naming the field, or kPayloadTooLarge for code over the cap)
+// and returns false. Unknown fields are ignored (as the fips sidecar does),
+// except `files`, which this server does not take yet.
+bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
+                         ApiError* error);
+
+// Whether `text` is well-formed UTF-8 (no overlongs, no surrogates). On false,
+// *bad_offset is the offset of the first bad byte.
+bool IsValidUtf8(std::string_view text, size_t* bad_offset = nullptr);
+
+// ---------------------------------------------------------------------------
+// Response
+
+struct Violation {
+  std::string rule;     // analyzer rule id ("import-not-allowed")
+  std::string message;  // "import of 'os' is not allowed (not in allowed imports)"
+  int line = 0, col = 0;
+  std::string severity;  // "error", "warning", "info"
+  std::string stage;     // profile scan stage: "ast_scan", "blocklist_audit", "audit_patterns"
+  std::string compat;    // the fips one-line form: "Line 1: import of 'os' is not allowed ..."
+};
+
+struct ErrorInfo {
+  std::string name;       // "ZeroDivisionError"
+  std::string value;      // "division by zero"
+  std::string traceback;  // with the user's own line numbers
+};
+
+// One display result: a mime bundle, kept as a JSON object text produced by
+// the runner events parser (runner_protocol.h).
+struct DisplayResult {
+  bool is_main_result = false;
+  std::string data_json;  // {"text/plain": "...", "image/png": "..."}
+  std::string text_plain;  // data["text/plain"] when it is a string, else ""
+};
+
+// The limits a run got after clamping (echoed as `profile`).
+struct EffectiveLimitsView {
+  std::string profile;
+  double timeout_s = 0;
+  int64_t memory_bytes = 0;
+  double cpu_cores = 0;
+  double cpu_time_s = 0;
+  int64_t pids = 0;
+  int64_t disk_bytes = 0;
+  int64_t output_bytes = 0;
+  std::vector<std::string> clamped;
+};
+
+struct ExecuteResponse {
+  std::string request_id;
+  RunReport run;                        // output, exit status, kill reason, usage, isolation
+  std::optional<std::string> result;    // repr of the last expression (text/plain)
+  std::vector<DisplayResult> results;   // display results, main result included
+  bool results_truncated = false;       // the runner or the server dropped results
+  std::optional<ErrorInfo> error;       // uncaught exception in user code
+  EffectiveLimitsView limits;
+  std::vector<Violation> warnings;      // findings that did not reject the code
+};
+
+// POST /execute (the fips sidecar's shape): stdout, stderr, exit_code
+// (negative signal number when killed, as Python's subprocess reports it),
+// timed_out, plus result (string or null) and error ("Name: value" or null).
+std::string CompatExecuteToJson(const ExecuteResponse& response);
+// POST /v1/execute: the superset (DESIGN §1).
+std::string V1ExecuteToJson(const ExecuteResponse& response);
+
+// 400 for a policy rejection. compat: violations as the fips strings;
+// otherwise as objects {rule, message, line, col, severity, stage}.
+std::string RejectionToJson(const std::vector<Violation>& violations, bool compat,
+                            const std::string& request_id);
+// Every other error: {"error": message, "field": ..., "request_id": ...}. A 422
+// with a field also carries pydantic's "detail" list, as the fips sidecar does.
+std::string ErrorToJson(const ApiError& error, const std::string& request_id);
+
+// ---------------------------------------------------------------------------
+// Profiles (GET /profile, /v1/profiles, /v1/profiles/{name})
+
+struct ProfileView {
+  std::string name;
+  std::string description;
+  std::string extends;
+  bool any_import = false;
+  std::vector<std::string> allowed_imports;
+  std::vector<std::pair<std::string, std::string>> blocklist;
+  std::vector<std::string> preimport;
+  std::vector<std::string> scan_pre, scan_post;
+  std::vector<std::pair<std::string, std::string>> audit_modes;  // layer -> enforce|observe|off
+  // resources (ceilings and the default timeout)
+  int64_t memory_bytes = 0;
+  double cpu_cores = 0;
+  double timeout_max_s = 0;
+  double timeout_default_s = 0;
+  int64_t pids = 0;
+  int64_t disk_bytes = 0;
+  int64_t output_bytes = 0;
+  std::optional<double> cpu_time_s;
+  std::string language;
+  std::string network;
+  bool matplotlib = false;
+  bool is_default = false;
+};
+
+// The fips shape {"name","description","allowed_imports","blocklist_entries",
+// "scan_stages"} plus airlock's fields ("resources", "audit", ...). When
+// `isolation` is not empty it is added as {"layers":[...]} (the layers this
+// server enforces).
+std::string ProfileToJson(const ProfileView& profile, const std::vector<LayerReport>& isolation);
+// {"default": name, "profiles": [ProfileToJson...]}.
+std::string ProfileListToJson(const std::vector<ProfileView>& profiles, const std::string& default_name);
+
+// ---------------------------------------------------------------------------
+// Health
+
+// {"status": status} plus, when not empty, {"detail": detail}.
+std::string StatusToJson(const std::string& status, const std::string& detail);
+
+// ---------------------------------------------------------------------------
+// Audit
+
+// One record per execute request (and per refused authentication). Built from
+// server-side data only: nothing a run printed ends up in it.
+struct AuditRecord {
+  std::string time;  // RFC 3339 UTC with milliseconds
+  std::string request_id;
+  std::string route;        // "/execute", "/v1/execute", ...
+  std::string token_name;   // "" when auth is off or failed
+  std::string client_address;
+  std::string profile;
+  std::string code_sha256;  // hex, "" when there was no code
+  int64_t code_bytes = 0;
+  std::string verdict;      // "ran", "rejected", "invalid", "unauthorized", "overloaded", "error", ...
+  int http_status = 0;
+  std::vector<Violation> violations;  // rejecting findings, or observed ones
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<std::string> kill_reason;
+  bool client_gone = false;
+  double duration_ms = 0;   // the whole request, admission included
+  double run_ms = 0;        // the run alone
+  int64_t cpu_ms = 0;
+  int64_t max_rss_kb = 0;
+  std::string error;        // the error message for non-200 verdicts
+};
+
+// A single line (no newline at the end), valid UTF-8.
+std::string AuditRecordToJson(const AuditRecord& record);
+
+}  // namespace airlock::model

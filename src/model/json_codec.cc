@@ -1,0 +1,71 @@
+#include "model/json_util.h"
+#include "model/run_report.h"
+
+namespace airlock::model {
+
+using nlohmann::json;
+
+namespace internal {
+
+size_t JsonDepth(std::string_view text) {
+  size_t depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"': in_string = true; break;
+      case '[':
+      case '{':
+        if (++depth > max_depth) max_depth = depth;
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      default: break;
+    }
+  }
+  return max_depth;
+}
+
+json RunReportObject(const RunReport& r) {
+  json isolation = json::object();
+  for (const LayerReport& l : r.layers) {
+    json layer = {{"enforced", l.enforced}};
+    if (!l.detail.empty()) layer["detail"] = l.detail;
+    isolation[l.name] = std::move(layer);
+  }
+  isolation["landlock_abi"] = r.landlock_abi;
+  isolation["cgroup_version"] = r.cgroup_version;
+  json j = {
+      {"exit_code", r.exit_code},
+      {"signal", r.signal ? json(r.signal) : json(nullptr)},
+      {"timed_out", r.timed_out},
+      {"kill_reason", r.kill_reason ? json(*r.kill_reason) : json(nullptr)},
+      {"stdout", r.stdout_text},
+      {"stderr", r.stderr_text},
+      {"truncated", {{"stdout", r.stdout_truncated}, {"stderr", r.stderr_truncated}}},
+      {"duration_ms", r.duration_ms},
+      {"usage", {{"cpu_ms", r.cpu_ms}, {"max_rss_kb", r.max_rss_kb}}},
+      {"isolation", std::move(isolation)},
+  };
+  if (r.kill_reason) j["kill_detail"] = r.kill_detail;
+  return j;
+}
+
+}  // namespace internal
+
+std::string RunReportToJson(const RunReport& r, bool pretty) {
+  return internal::Dump(internal::RunReportObject(r), pretty);
+}
+
+std::string LayerToJson(const LayerReport& l, bool required) {
+  return internal::Dump({{"name", l.name}, {"ok", l.enforced}, {"required", required}, {"detail", l.detail}});
+}
+
+}  // namespace airlock::model

@@ -1,0 +1,30 @@
+// Internal to src/model: helpers shared by the JSON codecs. Only src/model/*.cc
+// include this header (nlohmann-json stays inside the model library).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "model/run_report.h"
+
+namespace airlock::model::internal {
+
+using nlohmann::json;
+
+// User output is arbitrary bytes: never let dump() throw (invalid UTF-8 becomes U+FFFD).
+inline std::string Dump(const json& j, bool pretty = false) {
+  return j.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::replace);
+}
+
+// The maximum nesting of arrays and objects in a JSON text, computed without
+// recursion (strings are skipped, escapes honoured). Call before json::parse so
+// that hostile input cannot make the parser or the destructor recurse deeply.
+size_t JsonDepth(std::string_view text);
+
+// The common core of every run result: RunReportToJson's object.
+json RunReportObject(const RunReport& report);
+
+}  // namespace airlock::model::internal

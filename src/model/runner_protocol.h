@@ -1,0 +1,58 @@
+// The protocol between the server and the in-sandbox runner
+// (runtime/python/airlock_runner.py): the config the server writes to
+// /sandbox/config.json, and the JSON-line events the runner writes to fd 3.
+//
+//   std::string config = model::RunnerConfigToJson(cfg);       // into the Spec
+//   ...                                                        // read fd 3, bounded
+//   model::RunnerEvents ev = model::ParseRunnerEvents(bytes, truncated);
+//
+// The event channel is untrusted: user code can find it (/proc/self/fd) and
+// write to it before the runner does. ParseRunnerEvents bounds every line's
+// nesting and only takes the events of the runner's final batch (after the
+// previous "end" event, up to the last one); without an "end" event (the run
+// was killed, or called os._exit) it reports no result and no error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "model/execute.h"
+
+namespace airlock::model {
+
+struct RunnerConfig {
+  std::string code_path = "/sandbox/main.py";
+  std::string filename = "main.py";  // shown in tracebacks
+  bool any_import = false;
+  std::vector<std::string> allowed_imports;
+  std::string runtime_imports_mode = "enforce";  // or "observe"
+  std::vector<std::pair<std::string, std::string>> blocklist;
+  std::vector<std::string> preimport;
+  bool capture_figures = false;
+  int result_fd = 3;
+  int64_t max_result_bytes = 1 << 20;
+  int max_results = 16;
+};
+
+std::string RunnerConfigToJson(const RunnerConfig& config);
+
+struct RunnerEvents {
+  std::optional<DisplayResult> main_result;
+  std::vector<DisplayResult> displays;  // non-main results, in order
+  std::optional<ErrorInfo> error;
+  std::optional<int> end_exit_code;     // the runner's "end" event
+  bool truncated = false;               // the runner dropped results, or the server cut the channel
+  int malformed_lines = 0;              // lines that were not a well-formed event
+};
+
+// Caps: a line nested deeper than this is dropped as malformed.
+inline constexpr size_t kMaxEventDepth = 64;
+
+// `channel_truncated`: the server stopped keeping bytes of the channel.
+RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated);
+
+}  // namespace airlock::model

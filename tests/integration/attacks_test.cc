@@ -1,0 +1,386 @@
+// Real attacks from inside a real sandbox; each asserts the attack failed
+// (issue: isolated one-shot execution). Nothing here is mocked.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "base/fs.h"
+#include "tests/integration/sandbox_fixture.h"
+
+namespace airlock::test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string TempDir() {
+  char dir[] = "/tmp/airlock-attack-XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  return dir;
+}
+
+class AttackTest : public SandboxTest {};
+
+TEST_F(AttackTest, CannotReadAHostFileOutsideTheSandbox) {
+  std::string dir = TempDir();
+  std::string secret = dir + "/secret.txt";
+  std::ofstream(secret) << "TOP-SECRET-7731";
+  chmod(dir.c_str(), 0755);
+  chmod(secret.c_str(), 0644);  // world-readable on the host: only the sandbox stands in the way
+  auto r = Py("import os\n"
+              "for p in ['" + secret + "', '/proc/1/root" + secret + "', '/proc/self/root" + secret + "',\n"
+              "          '/etc/shadow', '/root/.bashrc', '/work/main/CMakeLists.txt']:\n"
+              "    try:\n"
+              "        print('READ', p, open(p).read()[:40])\n"
+              "    except OSError as e:\n"
+              "        print('DENIED', p, type(e).__name__)\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, Not(HasSubstr("TOP-SECRET")));
+  EXPECT_THAT(r.out.data, Not(HasSubstr("READ ")));
+  EXPECT_THAT(r.out.data, HasSubstr("DENIED " + secret));
+  unlink(secret.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST_F(AttackTest, CannotWriteOutsideTheWorkingDirectory) {
+  auto r = Py("import os\n"
+              "for p in ['/usr/airlock-pwn', '/etc/airlock-pwn', '/sandbox/airlock-pwn', '/airlock-pwn',\n"
+              "          '/proc/airlock-pwn', '/dev/airlock-pwn']:\n"
+              "    try:\n"
+              "        open(p, 'w').write('x'); print('WROTE', p)\n"
+              "    except OSError as e:\n"
+              "        print('DENIED', p, e.errno)\n"
+              "open('/tmp/ok.txt', 'w').write('fine'); print('TMP', open('/tmp/ok.txt').read())\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, Not(HasSubstr("WROTE")));
+  EXPECT_THAT(r.out.data, HasSubstr("TMP fine"));
+  EXPECT_FALSE(PathExists("/usr/airlock-pwn"));
+  EXPECT_FALSE(PathExists("/etc/airlock-pwn"));
+  EXPECT_FALSE(PathExists("/airlock-pwn"));
+}
+
+TEST_F(AttackTest, CannotConnectToATcpListenerOnTheHost) {
+  int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  ASSERT_GE(ls, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(ls, 8), 0);
+  socklen_t len = sizeof addr;
+  getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  auto r = Py("import socket\n"
+              "for fam, host in [(socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')]:\n"
+              "    try:\n"
+              "        s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(2)\n"
+              "        s.connect((host, " + std::to_string(port) + ")); print('CONNECTED')\n"
+              "    except OSError as e:\n"
+              "        print('DENIED', e.errno)\n");
+  EXPECT_THAT(r.out.data, Not(HasSubstr("CONNECTED")));
+  EXPECT_THAT(r.out.data, HasSubstr("DENIED"));
+  EXPECT_LT(accept(ls, nullptr, nullptr), 0) << "the host listener received a connection";
+  close(ls);
+}
+
+TEST_F(AttackTest, CannotReachUnixSocketsOnTheHost) {
+  std::string dir = TempDir();
+  chmod(dir.c_str(), 0777);
+  std::string path = dir + "/host.sock";
+  int ps = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  snprintf(un.sun_path, sizeof un.sun_path, "%s", path.c_str());
+  ASSERT_EQ(bind(ps, reinterpret_cast<sockaddr*>(&un), sizeof un), 0);
+  chmod(path.c_str(), 0777);
+  ASSERT_EQ(listen(ps, 8), 0);
+  // An abstract socket: not a file, so only the namespaces and Landlock's scope keep it apart.
+  std::string abstract_name = "airlock-test-" + std::to_string(getpid());
+  int as = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_un aun{};
+  aun.sun_family = AF_UNIX;
+  memcpy(aun.sun_path + 1, abstract_name.data(), abstract_name.size());
+  socklen_t alen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + abstract_name.size());
+  ASSERT_EQ(bind(as, reinterpret_cast<sockaddr*>(&aun), alen), 0);
+  ASSERT_EQ(listen(as, 8), 0);
+
+  auto r = Py("import socket\n"
+              "for addr in ['" + path + "', '\\0" + abstract_name + "']:\n"
+              "    try:\n"
+              "        s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(addr); print('CONNECTED', addr)\n"
+              "    except OSError as e:\n"
+              "        print('DENIED', e.errno)\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, Not(HasSubstr("CONNECTED")));
+  EXPECT_LT(accept(ps, nullptr, nullptr), 0);
+  EXPECT_LT(accept(as, nullptr, nullptr), 0);
+  close(ps);
+  close(as);
+  unlink(path.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST_F(AttackTest, NoDnsAndNoUdp) {
+  auto r = Py("import socket\n"
+              "try:\n"
+              "    print('RESOLVED', socket.getaddrinfo('example.com', 80))\n"
+              "except OSError as e:\n"
+              "    print('NO DNS', type(e).__name__)\n"
+              "try:\n"
+              "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('8.8.8.8', 53)); print('SENT')\n"
+              "except OSError as e:\n"
+              "    print('NO UDP', e.errno)\n");
+  EXPECT_THAT(r.out.data, HasSubstr("NO DNS"));
+  EXPECT_THAT(r.out.data, HasSubstr("NO UDP"));
+  EXPECT_THAT(r.out.data, Not(HasSubstr("RESOLVED")));
+  EXPECT_THAT(r.out.data, Not(HasSubstr("SENT")));
+}
+
+TEST_F(AttackTest, CannotSignalOrTraceOrInspectAHostProcess) {
+  pid_t victim = fork();
+  ASSERT_GE(victim, 0);
+  if (victim == 0) {
+    setenv("VICTIM_SECRET", "ENV-SECRET-5521", 1);
+    execl("/bin/sleep", "sleep", "60", nullptr);
+    _exit(1);
+  }
+  std::string pid = std::to_string(victim);
+  auto r = Py("import os, signal, ctypes\n"
+              "try:\n"
+              "    os.kill(" + pid + ", signal.SIGKILL); print('KILLED')\n"
+              "except OSError as e:\n"
+              "    print('KILL DENIED', e.errno)\n"
+              "try:\n"
+              "    print('ENVIRON', open('/proc/" + pid + "/environ', 'rb').read())\n"
+              "except OSError as e:\n"
+              "    print('ENVIRON DENIED', e.errno)\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\n"
+              "rc = libc.ptrace(16, " + pid + ", 0, 0)  # PTRACE_ATTACH\n"
+              "print('PTRACE', rc, ctypes.get_errno())\n"
+              "print('PIDS', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("KILL DENIED"));
+  EXPECT_THAT(r.out.data, HasSubstr("ENVIRON DENIED"));
+  EXPECT_THAT(r.out.data, HasSubstr("PTRACE -1 1\n"));  // EPERM: seccomp
+  EXPECT_THAT(r.out.data, Not(HasSubstr("ENV-SECRET")));
+  // Only the run's own processes exist in its pid namespace: its init (1) and itself (2).
+  EXPECT_THAT(r.out.data, HasSubstr("PIDS [1, 2]"));
+  int st = 0;
+  EXPECT_EQ(waitpid(victim, &st, WNOHANG), 0) << "the host process died";
+  kill(victim, SIGKILL);
+  waitpid(victim, &st, 0);
+}
+
+TEST_F(AttackTest, CannotSignalItsOwnInit) {
+  auto r = Py("import os, signal\n"
+              "for sig in (signal.SIGKILL, signal.SIGTERM):\n"
+              "    try:\n"
+              "        os.kill(1, sig); print('SENT', sig)\n"
+              "    except OSError as e:\n"
+              "        print('DENIED', e.errno)\n"
+              "print('ALIVE')\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("ALIVE"));
+  EXPECT_THAT(r.out.data, Not(HasSubstr("SENT")));
+}
+
+TEST_F(AttackTest, DangerousSyscallsAreRefused) {
+  auto r = Helper("try_syscall", {"mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl",
+                                  "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+                                  "io_uring_setup", "kexec_load", "kexec_file_load", "init_module",
+                                  "finit_module", "open_by_handle_at", "name_to_handle_at", "ptrace",
+                                  "clone_newuser", "socket_inet", "socket_inet6", "socket_netlink",
+                                  "socket_packet", "socket_alg", "socket_vsock", "splice", "vmsplice",
+                                  "process_vm_readv", "setuid", "iopl", "ioperm", "swapon", "syslog",
+                                  "reboot", "tiocsti"});
+  ASSERT_EQ(r.exit_code, 0) << r.out.data << r.err.data;
+  std::istringstream lines(r.out.data);
+  std::string line;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    ++count;
+    EXPECT_THAT(line, Not(HasSubstr(" ok"))) << "a refused syscall succeeded: " << line;
+    bool refused = line.find("errno=1 ") != std::string::npos ||   // EPERM
+                   line.find("errno=97 ") != std::string::npos ||  // EAFNOSUPPORT
+                   line.find("errno=38 ") != std::string::npos;    // ENOSYS
+    EXPECT_TRUE(refused) << line;
+  }
+  EXPECT_EQ(count, 37) << r.out.data;
+}
+
+TEST_F(AttackTest, X32AndI386SyscallsKillTheProgram) {
+  for (const char* abi : {"x32_getpid", "i386_getpid"}) {
+    auto r = Helper("try_syscall", {abi});
+    EXPECT_EQ(r.signal, SIGSYS) << abi << ": " << r.out.data;
+    EXPECT_EQ(r.exit_code, 128 + SIGSYS);
+  }
+}
+
+TEST_F(AttackTest, ForkBombIsStoppedByThePidsLimit) {
+  isolation::Limits limits;
+  limits.pids = 16;
+  auto r = Py("import os\n"
+              "while True:\n"
+              "    try:\n"
+              "        os.fork()\n"
+              "    except OSError:\n"
+              "        pass\n",
+              limits, 20);
+  EXPECT_EQ(exec::KillReasonName(r.kill_reason), std::string("pids")) << r.kill_detail;
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_LT(r.duration_ms, 10000);
+  // The host still forks.
+  pid_t p = fork();
+  ASSERT_GE(p, 0);
+  if (p == 0) _exit(0);
+  int st;
+  waitpid(p, &st, 0);
+}
+
+TEST_F(AttackTest, MemoryBombIsKilledWithReasonMemory) {
+  isolation::Limits limits;
+  limits.memory_bytes = 64 << 20;
+  auto r = Py("x = []\n"
+              "while True:\n"
+              "    x.append(bytearray(1 << 20))\n",
+              limits, 20);
+  EXPECT_EQ(exec::KillReasonName(r.kill_reason), std::string("memory")) << r.kill_detail << r.err.data;
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_NE(r.exit_code, 0);
+}
+
+TEST_F(AttackTest, FillingTheWorkingDirectoryGivesEnospc) {
+  isolation::Limits limits;
+  limits.disk_bytes = 8 << 20;
+  auto r = Py("import errno\n"
+              "try:\n"
+              "    with open('/tmp/fill', 'wb') as f:\n"
+              "        while True:\n"
+              "            f.write(b'x' * 65536); f.flush()\n"
+              "except OSError as e:\n"
+              "    print('FULL', errno.errorcode[e.errno])\n"
+              "import os; print('SIZE', os.path.getsize('/tmp/fill') <= 8 << 20)\n",
+              limits);
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("FULL ENOSPC"));
+  EXPECT_THAT(r.out.data, HasSubstr("SIZE True"));
+}
+
+TEST_F(AttackTest, SeesNoEnvironmentVariableOfTheParent) {
+  setenv("AIRLOCK_PARENT_SECRET", "PARENT-SECRET-9913", 1);
+  auto r = Py("import os\nprint(sorted(os.environ.items()))\nprint(open('/proc/self/environ','rb').read())\n");
+  unsetenv("AIRLOCK_PARENT_SECRET");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, Not(HasSubstr("PARENT-SECRET")));
+  EXPECT_THAT(r.out.data, HasSubstr("('HOME', '/tmp')"));
+}
+
+TEST_F(AttackTest, InheritsNoFileDescriptorOfTheParent) {
+  int leaked = open("/etc/hostname", O_RDONLY);  // deliberately without O_CLOEXEC
+  ASSERT_GE(leaked, 0);
+  auto r = Py("import os\nprint('FDS', sorted(int(f) for f in os.listdir('/proc/self/fd')))\n");
+  close(leaked);
+  // 0-2 plus the fd listdir itself opened.
+  EXPECT_THAT(r.out.data, HasSubstr("FDS [0, 1, 2, 3]"));
+}
+
+TEST_F(AttackTest, RunsUnprivilegedWithEveryLayerInForce) {
+  auto r = Py("import os, socket\n"
+              "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n"
+              "print('UID', os.getuid(), os.geteuid(), 'GID', os.getgid())\n"
+              "print('CAPS', st['CapEff'].strip(), st['CapPrm'].strip(), st['CapBnd'].strip(), st['CapAmb'].strip())\n"
+              "print('NNP', st['NoNewPrivs'].strip(), 'SECCOMP', st['Seccomp'].strip())\n"
+              "print('HOST', socket.gethostname())\n"
+              "print('PID', os.getpid())\n"
+              "print('MAPS', open('/proc/self/uid_map').read().split())\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("UID 1000 1000 GID 1000"));
+  EXPECT_THAT(r.out.data, HasSubstr("CAPS 0000000000000000 0000000000000000 0000000000000000 0000000000000000"));
+  EXPECT_THAT(r.out.data, HasSubstr("NNP 1 SECCOMP 2"));
+  EXPECT_THAT(r.out.data, HasSubstr("HOST sandbox"));
+  EXPECT_THAT(r.out.data, HasSubstr("PID 2"));
+  EXPECT_THAT(r.out.data, Not(HasSubstr("'0'")));  // host root is not mapped
+  for (const auto& layer : r.isolation.layers) {
+    EXPECT_TRUE(layer.enforced) << layer.name << ": " << layer.detail;
+  }
+}
+
+// No process of a run survives its end: daemons, setsid children and processes
+// that ignore SIGTERM all go when the run times out.
+TEST_F(AttackTest, TimeoutKillsEveryProcessOfTheRun) {
+  std::string token = "4242." + std::to_string(getpid());
+  auto r = Py("import os, subprocess, time\n"
+              "subprocess.Popen(['/bin/sh', '-c', 'trap \"\" TERM HUP; exec sleep " + token + "'], start_new_session=True)\n"
+              "if os.fork() == 0:\n"
+              "    os.setsid()\n"
+              "    if os.fork() == 0:\n"
+              "        os.execv('/bin/sleep', ['sleep', '" + token + "'])\n"
+              "    os._exit(0)\n"
+              "time.sleep(0.3)\n"
+              "print('STARTED', flush=True)\n"
+              "while True: pass\n",
+              {}, 1.5);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(exec::KillReasonName(r.kill_reason), std::string("timeout"));
+  EXPECT_THAT(r.out.data, HasSubstr("STARTED"));
+  EXPECT_LT(r.duration_ms, 2500);
+  // Scan the host for any process carrying the token.
+  DIR* proc = opendir("/proc");
+  ASSERT_NE(proc, nullptr);
+  while (dirent* e = readdir(proc)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
+    if (cmd.ok()) {
+      EXPECT_EQ(cmd->find(token), std::string::npos) << "survivor: pid " << e->d_name;
+    }
+  }
+  closedir(proc);
+}
+
+TEST_F(AttackTest, ProgramExitingLeavesNoBackgroundProcess) {
+  std::string token = "4343." + std::to_string(getpid());
+  auto r = Py("import subprocess\n"
+              "subprocess.Popen(['/bin/sleep', '" + token + "'], start_new_session=True)\n"
+              "print('BYE')\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_LT(r.duration_ms, 5000);
+  DIR* proc = opendir("/proc");
+  ASSERT_NE(proc, nullptr);
+  while (dirent* e = readdir(proc)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
+    if (cmd.ok()) {
+      EXPECT_EQ(cmd->find(token), std::string::npos) << "survivor: pid " << e->d_name;
+    }
+  }
+  closedir(proc);
+}
+
+TEST_F(AttackTest, OutputIsCutWhileProducedAndARunawayWriterIsKilled) {
+  auto r = Py("import sys\nchunk = 'x' * 65536\nwhile True:\n    sys.stdout.write(chunk)\n", {}, 30, 4096);
+  EXPECT_EQ(r.out.data.size(), 4096u);
+  EXPECT_TRUE(r.out.truncated);
+  EXPECT_EQ(exec::KillReasonName(r.kill_reason), std::string("output")) << r.kill_detail;
+  EXPECT_FALSE(r.timed_out);
+}
+
+TEST_F(AttackTest, LargeOutputUnderTheKillThresholdIsTruncatedNotKilled) {
+  auto r = Py("print('y' * 200000)\nprint('done')\n", {}, 10, 51200);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.data.size(), 51200u);
+  EXPECT_TRUE(r.out.truncated);
+  EXPECT_EQ(r.out.total_bytes, 200006u);
+  EXPECT_EQ(r.kill_reason, exec::KillReason::kNone);
+}
+
+}  // namespace
+}  // namespace airlock::test

@@ -1,0 +1,135 @@
+// Ordinary programs behave as they would outside the sandbox, and a run leaves
+// nothing behind on the host.
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "tests/integration/sandbox_fixture.h"
+
+namespace airlock::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ProgramsTest : public SandboxTest {};
+
+TEST_F(ProgramsTest, PrintsAndExitsZero) {
+  auto r = Py("print(sum(range(10)))\n");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.data, "45\n");
+  EXPECT_EQ(r.err.data, "");
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_FALSE(r.timed_out);
+}
+
+TEST_F(ProgramsTest, ExitCodesAndExceptions) {
+  EXPECT_EQ(Py("import sys\nsys.exit(42)\n").exit_code, 42);
+  auto r = Py("1/0\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err.data, HasSubstr("ZeroDivisionError: division by zero"));
+  auto k = Py("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n");
+  EXPECT_EQ(k.signal, SIGKILL);
+  EXPECT_EQ(k.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(exec::KillReasonName(k.kill_reason), std::string("signal"));
+}
+
+TEST_F(ProgramsTest, StandardLibraryThreadsAndUnicode) {
+  auto r = Py("import json, re, statistics, threading, hashlib, decimal, datetime, sqlite3\n"
+              "out = []\n"
+              "ts = [threading.Thread(target=lambda i=i: out.append(i * i)) for i in range(8)]\n"
+              "[t.start() for t in ts]; [t.join() for t in ts]\n"
+              "print(sorted(out))\n"
+              "print(statistics.mean([1, 2, 3, 4]), json.dumps({'a': [1, 2]}))\n"
+              "db = sqlite3.connect(':memory:'); print(db.execute('select 6*7').fetchone()[0])\n"
+              "print('héllo wörld ✓ 世界')\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("[0, 1, 4, 9, 16, 25, 36, 49]"));
+  EXPECT_THAT(r.out.data, HasSubstr("2.5 {\"a\": [1, 2]}"));
+  EXPECT_THAT(r.out.data, HasSubstr("42"));
+  EXPECT_THAT(r.out.data, HasSubstr("héllo wörld ✓ 世界"));
+}
+
+TEST_F(ProgramsTest, MultiprocessingPoolAndSubprocess) {
+  auto r = Py("import multiprocessing, subprocess\n"
+              "def sq(x): return x * x\n"
+              "if __name__ == '__main__':\n"
+              "    with multiprocessing.Pool(2) as p:\n"
+              "        print('POOL', sum(p.map(sq, range(10))))\n"
+              "    print('SH', subprocess.run(['/bin/sh', '-c', 'echo from sh; exit 3']).returncode)\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("POOL 285"));
+  EXPECT_THAT(r.out.data, HasSubstr("from sh"));
+  EXPECT_THAT(r.out.data, HasSubstr("SH 3"));
+}
+
+TEST_F(ProgramsTest, FilesInTheWorkingDirectory) {
+  auto r = Py("import os, csv\n"
+              "print(os.getcwd())\n"
+              "with open('data.csv', 'w', newline='') as f: csv.writer(f).writerows([[1, 2], [3, 4]])\n"
+              "print(list(csv.reader(open('data.csv'))))\n"
+              "os.makedirs('a/b'); open('a/b/c.txt', 'w').write('deep'); print(open('a/b/c.txt').read())\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("/tmp\n"));
+  EXPECT_THAT(r.out.data, HasSubstr("[['1', '2'], ['3', '4']]"));
+  EXPECT_THAT(r.out.data, HasSubstr("deep"));
+}
+
+TEST_F(ProgramsTest, NumpyAndPandasImport) {
+  auto r = Py("import numpy as np, pandas as pd\n"
+              "print(int(np.arange(10).sum()))\n"
+              "print(pd.DataFrame({'k': ['a', 'b', 'a'], 'v': [1, 2, 3]}).groupby('k').v.sum().to_dict())\n",
+              {.memory_bytes = 512ll << 20});
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("45\n{'a': 4, 'b': 2}"));
+}
+
+TEST_F(ProgramsTest, EachRunStartsFromACleanSlate) {
+  auto a = Py("open('/tmp/left-behind', 'w').write('x')\n");
+  EXPECT_EQ(a.exit_code, 0);
+  auto b = Py("import os\nprint(os.path.exists('/tmp/left-behind'))\n");
+  EXPECT_EQ(b.out.data, "False\n");
+}
+
+int CountMounts() {
+  auto m = ReadFile("/proc/self/mountinfo");
+  return m.ok() ? static_cast<int>(std::count(m->begin(), m->end(), '\n')) : -1;
+}
+
+int CountFds() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+int CountRunCgroups() {
+  int n = 0;
+  std::string prefix = "run-" + std::to_string(getpid()) + "-";
+  for (const char* dir : {"/sys/fs/cgroup/memory/airlock", "/sys/fs/cgroup/pids/airlock", "/sys/fs/cgroup/cpu/airlock",
+                          "/sys/fs/cgroup/airlock", "/sys/fs/cgroup/unified/airlock"}) {
+    DIR* d = opendir(dir);
+    if (!d) continue;
+    while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind(prefix, 0) == 0;
+    closedir(d);
+  }
+  return n;
+}
+
+TEST_F(ProgramsTest, RunsLeaveNoMountFdCgroupOrChildBehind) {
+  Py("print(1)\n");  // warm up lazily-created state
+  int mounts = CountMounts(), fds = CountFds();
+  for (int i = 0; i < 20; ++i) {
+    Py(i % 2 ? "print(1)\n" : "while True: pass\n", {}, 0.2);
+  }
+  EXPECT_EQ(CountMounts(), mounts);
+  EXPECT_EQ(CountFds(), fds);
+  EXPECT_EQ(CountRunCgroups(), 0);
+  int st;
+  EXPECT_EQ(waitpid(-1, &st, WNOHANG), -1) << "an unreaped child is left";
+  EXPECT_EQ(errno, ECHILD);
+}
+
+}  // namespace
+}  // namespace airlock::test
