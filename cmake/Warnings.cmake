@@ -1,6 +1,6 @@
 # Warnings as errors on our own code only (third-party headers are included as SYSTEM).
 function(airlock_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wshadow=local
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Werror $<$<CXX_COMPILER_ID:GNU>:-Wshadow=local>
                          -Wnon-virtual-dtor -Wformat=2 -Wno-missing-field-initializers)
 endfunction()
 

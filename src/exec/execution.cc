@@ -97,11 +97,11 @@ void Execution::ReadStream(Stream s) {
 }
 
 void Execution::Kill(KillReason reason, std::string detail) {
-  if (result_.kill_reason == KillReason::kNone) {
-    result_.kill_reason = reason;
-    result_.kill_detail = std::move(detail);
-    if (reason == KillReason::kTimeout) result_.timed_out = true;
-  }
+  // The first cause is the one reported; the run is killed once.
+  if (result_.kill_reason != KillReason::kNone) return;
+  result_.kill_reason = reason;
+  result_.kill_detail = std::move(detail);
+  if (reason == KillReason::kTimeout) result_.timed_out = true;
   isolation::KillRun(run_);
 }
 

@@ -1,0 +1,121 @@
+#include "profile/profile.h"
+
+#include <algorithm>
+
+namespace airlock::profile {
+
+bool Profile::AllowsImport(std::string_view module) const {
+  if (any_import) return true;
+  for (const std::string& allowed : allowed_imports) {
+    if (module == allowed) return true;
+    // A listed package allows its submodules: "numpy" covers "numpy.linalg",
+    // but not "numpyx".
+    if (module.size() > allowed.size() && module.substr(0, allowed.size()) == allowed &&
+        module[allowed.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+AuditMode Profile::ModeOf(ScanStage stage) const {
+  switch (stage) {
+    case ScanStage::kAstScan:
+      return audit.ast_scan;
+    case ScanStage::kBlocklistAudit:
+      return audit.blocklist_audit;
+    case ScanStage::kAuditPatterns:
+      return audit.audit_patterns;
+  }
+  return AuditMode::kEnforce;
+}
+
+std::string_view ScanStageName(ScanStage stage) {
+  switch (stage) {
+    case ScanStage::kAstScan:
+      return "ast_scan";
+    case ScanStage::kBlocklistAudit:
+      return "blocklist_audit";
+    case ScanStage::kAuditPatterns:
+      return "audit_patterns";
+  }
+  return "?";
+}
+
+std::optional<ScanStage> ScanStageFromName(std::string_view name) {
+  for (ScanStage s : {ScanStage::kAstScan, ScanStage::kBlocklistAudit, ScanStage::kAuditPatterns}) {
+    if (ScanStageName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+std::string_view AuditModeName(AuditMode mode) {
+  switch (mode) {
+    case AuditMode::kEnforce:
+      return "enforce";
+    case AuditMode::kObserve:
+      return "observe";
+    case AuditMode::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+std::string_view LanguageName(Language language) {
+  switch (language) {
+    case Language::kPython:
+      return "python";
+  }
+  return "?";
+}
+
+std::string_view NetworkName(Network network) {
+  switch (network) {
+    case Network::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+ProfileSet::ProfileSet(std::vector<Profile> profiles) : profiles_(std::move(profiles)) {
+  std::sort(profiles_.begin(), profiles_.end(),
+            [](const Profile& a, const Profile& b) { return a.name < b.name; });
+  if (Find("minimal") != nullptr) {
+    default_name_ = "minimal";
+  } else if (!profiles_.empty()) {
+    default_name_ = profiles_.front().name;
+  }
+}
+
+const Profile* ProfileSet::Find(std::string_view name) const {
+  auto it = std::lower_bound(profiles_.begin(), profiles_.end(), name,
+                             [](const Profile& p, std::string_view n) { return p.name < n; });
+  if (it == profiles_.end() || it->name != name) return nullptr;
+  return &*it;
+}
+
+const Profile& ProfileSet::Default() const {
+  const Profile* p = Find(default_name_);
+  // Precondition (documented): the set is not empty, so the default exists.
+  return p != nullptr ? *p : profiles_.front();
+}
+
+std::vector<std::string> ProfileSet::Names() const {
+  std::vector<std::string> names;
+  names.reserve(profiles_.size());
+  for (const Profile& p : profiles_) names.push_back(p.name);
+  return names;
+}
+
+Status ProfileSet::SetDefault(std::string_view name) {
+  if (Find(name) == nullptr) {
+    std::string known;
+    for (const Profile& p : profiles_) known += (known.empty() ? "" : ", ") + p.name;
+    return NotFound("default profile '" + std::string(name) + "' is not loaded (profiles: " +
+                    (known.empty() ? std::string("none") : known) + ")");
+  }
+  default_name_ = std::string(name);
+  return Status::Ok();
+}
+
+}  // namespace airlock::profile

@@ -1,0 +1,142 @@
+// Profile: what a run may import, which analyzer stages check it, and the
+// ceilings of its resources. Plain data; loader.h reads profiles from YAML
+// (the only place that knows YAML), limits.h clamps a request to a profile.
+//
+//   ASSIGN_OR_RETURN(ProfileSet set, LoadProfiles(DefaultProfilesDir()));
+//   const Profile* p = set.Find(request_profile_name);
+//   if (!p) p = &set.Default();
+//   if (!p->AllowsImport("numpy")) ...
+//
+// Every value here is the resolved one: a profile that `extends` another has
+// already inherited its parent's values (see loader.h for the rules).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace airlock::profile {
+
+// The analyzer's pre-execution stages, in the profile's `scan_stages.pre`.
+enum class ScanStage {
+  kAstScan,         // "ast_scan": tokenizer + rules (imports, dunders, calls)
+  kBlocklistAudit,  // "blocklist_audit": the profile's [module, attr] blocklist
+  kAuditPatterns,   // "audit_patterns": RE2 patterns (secrets, traversal, ...)
+};
+
+// What a layer does with what it finds (`audit.mode.<layer>`).
+enum class AuditMode {
+  kEnforce,  // findings reject the run (400) / the import raises ImportError
+  kObserve,  // findings are reported and audited, the run goes ahead
+  kOff,      // the layer does not run (not allowed for runtime_imports)
+};
+
+enum class Language { kPython };
+enum class Network { kNone };  // loopback only; the one mode there is
+
+struct BlocklistEntry {
+  std::string module;  // "numpy", or dotted: "scipy.io"
+  std::string attr;    // "ctypeslib"
+  bool operator==(const BlocklistEntry&) const = default;
+};
+
+// Ceilings (and defaults) of a run's resources. A request may ask for less,
+// never for more: limits.h.
+struct Resources {
+  int64_t memory_bytes = 256ll << 20;  // cgroup memory limit of the run
+  double cpu_cores = 0.5;              // CPU bandwidth (cgroup cpu quota), in cores
+  double timeout_max_s = 30.0;         // wall-clock ceiling a request may ask for
+  double timeout_default_s = 10.0;     // wall clock when the request names none
+  int64_t pids = 32;                   // processes + threads (cgroup pids.max)
+  int64_t disk_bytes = 64ll << 20;     // size of the writable working dir (tmpfs)
+  int64_t output_bytes = 51200;        // cap per stream (stdout, stderr), like the peer's 50 KB
+  std::optional<double> cpu_time_s;    // CPU seconds (RLIMIT_CPU); unset: derived, limits.h
+};
+
+struct ScanStages {
+  std::vector<ScanStage> pre = {ScanStage::kAstScan};
+  std::vector<ScanStage> post;  // no post-execution stage exists yet; always empty
+};
+
+struct AuditModes {
+  AuditMode ast_scan = AuditMode::kEnforce;
+  AuditMode blocklist_audit = AuditMode::kEnforce;
+  AuditMode audit_patterns = AuditMode::kEnforce;
+  AuditMode runtime_imports = AuditMode::kEnforce;  // the in-run import hook: enforce|observe
+};
+
+// Files a request may bring in and a run may hand back.
+struct FileLimits {
+  int64_t max_in_bytes = 10ll << 20;   // total size of the request's files
+  int64_t max_out_bytes = 10ll << 20;  // total size of files returned
+  int64_t max_out_files = 64;          // number of files returned
+};
+
+struct Profile {
+  std::string name;         // [a-z0-9][a-z0-9_-]*, the file's stem
+  std::string description;  // verbatim (a `>` scalar keeps its trailing newline)
+  std::string extends;      // the parent's name, "" for a root profile
+  std::string source;       // the file it was loaded from, for messages
+
+  // true: no import allowlist (the `general` profile); allowed_imports is empty.
+  bool any_import = false;
+  // Sorted, without duplicates: the peer's GET /profile `allowed_imports`.
+  std::vector<std::string> allowed_imports;
+  std::vector<BlocklistEntry> blocklist;  // the parent's entries first
+  std::vector<std::string> preimport;     // imported in the zygote before any restriction
+
+  Resources resources;
+  ScanStages scan_stages;
+  AuditModes audit;
+  Language language = Language::kPython;
+  Network network = Network::kNone;
+  FileLimits files;
+  bool matplotlib = false;  // capture figures (Agg backend) as image/png results
+
+  // Whether `import module` is allowed: true when any_import, or when the
+  // module or one of its parent packages is listed ("numpy" allows
+  // "numpy.linalg"; a listed "os.path" allows "os.path", not "os").
+  bool AllowsImport(std::string_view module) const;
+  // The mode of a stage's layer (audit.mode).
+  AuditMode ModeOf(ScanStage stage) const;
+};
+
+// "ast_scan", "blocklist_audit", "audit_patterns".
+std::string_view ScanStageName(ScanStage stage);
+std::optional<ScanStage> ScanStageFromName(std::string_view name);
+// "enforce", "observe", "off".
+std::string_view AuditModeName(AuditMode mode);
+std::string_view LanguageName(Language language);  // "python"
+std::string_view NetworkName(Network network);     // "none"
+
+// Every loaded profile, by name, and which one a request without a `profile`
+// gets. Built by LoadProfiles / ParseProfiles (loader.h), never empty then.
+class ProfileSet {
+ public:
+  ProfileSet() = default;
+  // Sorts the profiles by name. The default is "minimal" when present, else
+  // the first by name. Names must be unique (the loader guarantees it).
+  explicit ProfileSet(std::vector<Profile> profiles);
+
+  // nullptr when there is no profile of that name.
+  const Profile* Find(std::string_view name) const;
+  // Precondition: not empty.
+  const Profile& Default() const;
+  const std::string& default_name() const { return default_name_; }
+  // Makes `name` the default; NotFound (listing the names) when absent.
+  Status SetDefault(std::string_view name);
+  // All profiles, sorted by name.
+  const std::vector<Profile>& profiles() const { return profiles_; }
+  std::vector<std::string> Names() const;
+  bool empty() const { return profiles_.empty(); }
+
+ private:
+  std::vector<Profile> profiles_;
+  std::string default_name_;
+};
+
+}  // namespace airlock::profile
