@@ -1,0 +1,148 @@
+// The airlock binary as a user runs it: airlock run FILE|-, --json, exit codes,
+// limit flags, and airlock check.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/sandbox_fixture.h"
+
+namespace airlock::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Output {
+  int exit_code = -1;
+  std::string out;
+};
+
+std::string Binary() {
+  const char* b = std::getenv("AIRLOCK_BINARY");
+  return b ? b : AIRLOCK_BINARY_DEFAULT;
+}
+
+// Runs the binary with a shell command line; stdin from `input`.
+Output RunCli(const std::string& args, const std::string& input = "") {
+  char path[] = "/tmp/airlock-cli-in-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, input.data(), input.size()), static_cast<ssize_t>(input.size()));
+  close(fd);
+  std::string cmd = Binary() + " " + args + " < " + path + " 2>&1";
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  int st = pclose(p);
+  o.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  unlink(path);
+  return o;
+}
+
+class CliTest : public SandboxTest {};
+
+TEST_F(CliTest, RunFromStdinPrintsAndExitsZero) {
+  Output o = RunCli("run -", "print(sum(range(10)))\n");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_EQ(o.out, "45\n");
+}
+
+TEST_F(CliTest, RunFileExitsWithTheProgramsCode) {
+  char path[] = "/tmp/airlock-cli-prog-XXXXXX";
+  int fd = mkstemp(path);
+  std::string code = "import sys\nprint('bye')\nsys.exit(7)\n";
+  ASSERT_EQ(write(fd, code.data(), code.size()), static_cast<ssize_t>(code.size()));
+  close(fd);
+  Output o = RunCli(std::string("run ") + path);
+  unlink(path);
+  EXPECT_EQ(o.exit_code, 7);
+  EXPECT_EQ(o.out, "bye\n");
+}
+
+TEST_F(CliTest, SignalGives128PlusN) {
+  Output o = RunCli("run -", "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n");
+  EXPECT_EQ(o.exit_code, 128 + 15) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("run killed (signal)"));
+}
+
+TEST_F(CliTest, TimeoutIsReportedAndKills) {
+  Output o = RunCli("run --timeout 0.5 -", "print('start', flush=True)\nwhile True: pass\n");
+  EXPECT_EQ(o.exit_code, 137) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("start"));
+  EXPECT_THAT(o.out, HasSubstr("run killed (timeout): wall-clock limit of 0.5 s exceeded"));
+}
+
+TEST_F(CliTest, JsonResultHasEveryField) {
+  Output o = RunCli("run --json --memory 128M --pids 32 --disk 16M --output 10 -",
+                    "print('0123456789abcdef')\nimport sys; print('err', file=sys.stderr)\n");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["exit_code"], 0);
+  EXPECT_TRUE(j["signal"].is_null());
+  EXPECT_EQ(j["timed_out"], false);
+  EXPECT_TRUE(j["kill_reason"].is_null());
+  EXPECT_EQ(j["stdout"], "0123456789");
+  EXPECT_EQ(j["stderr"], "err\n");
+  EXPECT_EQ(j["truncated"]["stdout"], true);
+  EXPECT_EQ(j["truncated"]["stderr"], false);
+  EXPECT_GT(j["duration_ms"].get<double>(), 0);
+  EXPECT_TRUE(j["usage"]["cpu_ms"].is_number());
+  EXPECT_GT(j["usage"]["max_rss_kb"].get<int64_t>(), 0);
+  for (const char* layer : {"user_namespace", "pid_namespace", "mount_namespace", "network_namespace",
+                            "ipc_namespace", "uts_namespace", "cgroup_namespace", "cgroup", "rlimits",
+                            "capabilities", "no_new_privs", "landlock", "seccomp"}) {
+    ASSERT_TRUE(j["isolation"].contains(layer)) << layer;
+    EXPECT_EQ(j["isolation"][layer]["enforced"], true) << layer;
+  }
+  EXPECT_GT(j["isolation"]["landlock_abi"].get<int>(), 0);
+  EXPECT_THAT(j["isolation"]["cgroup_version"].get<std::string>(), ::testing::AnyOf("v1", "v2"));
+}
+
+TEST_F(CliTest, JsonReportsMemoryKill) {
+  Output o = RunCli("run --json --memory 48M -", "x = []\nwhile True: x.append(bytearray(1 << 20))\n");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["kill_reason"], "memory");
+  EXPECT_EQ(j["signal"], 9);
+  EXPECT_THAT(j["kill_detail"].get<std::string>(), HasSubstr("memory limit"));
+}
+
+TEST_F(CliTest, InvalidUtf8OutputIsReplacedInJson) {
+  Output o = RunCli("run --json -", "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe end')\n");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["stdout"], "ok \xEF\xBF\xBD\xEF\xBF\xBD end");
+}
+
+TEST_F(CliTest, BadFlagsAreUsageErrors) {
+  EXPECT_EQ(RunCli("run --memory lots -", "print(1)").exit_code, 2);
+  EXPECT_EQ(RunCli("run --allow-degraded=seccomp -", "print(1)").exit_code, 2);
+  Output o = RunCli("run /nonexistent/file.py");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.out, HasSubstr("cannot read the program"));
+}
+
+TEST_F(CliTest, CheckReportsEveryLayerAndPasses) {
+  Output o = RunCli("check");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  for (const char* row : {"user namespace", "pid namespace", "landlock", "seccomp filter", "cgroup limits",
+                          "sandbox self-test"}) {
+    EXPECT_THAT(o.out, HasSubstr(row));
+  }
+  EXPECT_THAT(o.out, HasSubstr("python3 ran as uid 1000, pid 2"));
+  Output j = RunCli("check --json");
+  auto items = nlohmann::json::parse(j.out);
+  ASSERT_TRUE(items.is_array());
+  for (const auto& it : items) {
+    if (it["required"] == true) {
+      EXPECT_EQ(it["ok"], true) << it.dump();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace airlock::test
