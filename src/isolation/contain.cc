@@ -115,9 +115,32 @@ int MoveFd(int fd, int target) {
   Fail(plan, kStepExec, errno);
 }
 
+// Closes every fd but the plan's own. init never execs, so close-on-exec does
+// not protect it: without this it would hold the server's sockets and other
+// runs' pipes (keeping them from reaching EOF) for as long as the run lives.
+void CloseInheritedFds(const ChildPlan& plan) {
+  int keep[] = {plan.sync_r, plan.err_w, plan.status_w, plan.stdout_w, plan.stderr_w, plan.extra_fd};
+  constexpr int n = sizeof keep / sizeof keep[0];
+  for (int i = 1; i < n; ++i) {  // insertion sort: no allocation
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
+      int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  }
+  unsigned next = 0;  // first fd not yet handled
+  for (int fd : keep) {
+    if (fd < 0) continue;
+    if (static_cast<unsigned>(fd) > next) ::syscall(SYS_close_range, next, fd - 1, 0);
+    next = static_cast<unsigned>(fd) + 1;
+  }
+  ::syscall(SYS_close_range, next, ~0U, 0);
+}
+
 }  // namespace
 
 [[noreturn]] void RunChild(const ChildPlan& plan) {
+  CloseInheritedFds(plan);
   // Die with the process that launched us; then wait until it has written our
   // id maps and put us in the run's cgroup.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);

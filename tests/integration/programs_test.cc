@@ -1,8 +1,13 @@
 // Ordinary programs behave as they would outside the sandbox, and a run leaves
 // nothing behind on the host.
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include "base/fs.h"
 #include "tests/integration/sandbox_fixture.h"
@@ -89,6 +94,26 @@ TEST_F(ProgramsTest, EachRunStartsFromACleanSlate) {
   EXPECT_EQ(a.exit_code, 0);
   auto b = Py("import os\nprint(os.path.exists('/tmp/left-behind'))\n");
   EXPECT_EQ(b.out.data, "False\n");
+}
+
+// The run's init never execs, so close-on-exec does not keep the parent's fds
+// out of it; it must close them itself. Otherwise it would hold the server's
+// sockets and other runs' pipes open (no EOF, no FIN) for as long as it lives.
+TEST_F(ProgramsTest, RunHoldsNoFileDescriptorOfTheParent) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  std::thread run([&] { Py("import time\ntime.sleep(3)\n"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the run is alive now
+  close(fds[1]);
+  struct pollfd p = {fds[0], POLLIN, 0};
+  int ready = poll(&p, 1, 1500);
+  char c;
+  EXPECT_EQ(ready, 1) << "no EOF while the run lives: its init holds the parent's write end";
+  if (ready == 1) {
+    EXPECT_EQ(read(fds[0], &c, 1), 0);
+  }
+  run.join();
+  close(fds[0]);
 }
 
 int CountMounts() {
