@@ -1,0 +1,2 @@
+def foo(a, b
+    return a + b

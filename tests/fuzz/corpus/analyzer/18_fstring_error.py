@@ -1,0 +1,2 @@
+value = 1
+print(f"{value!x}")
