@@ -33,8 +33,28 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   check_cmd->add_flag("--json", check.json, "Print the probe as JSON");
 
+  airlock::cli::ServeFlags serve;
+  CLI::App* serve_cmd = app.add_subcommand("serve", "Serve the HTTP API (docs/api.md)");
+  serve_cmd->add_option("--listen", serve.listen, "Address and port (port 0: any free port)")->capture_default_str();
+  serve_cmd->add_option("--profiles", serve.profiles_dir, "Directory of profile YAML files");
+  serve_cmd->add_option("--default-profile", serve.default_profile, "Profile of requests that name none");
+  serve_cmd->add_option("--tokens-file", serve.tokens_file, "File of bearer tokens, one 'name:token' a line");
+  serve_cmd->add_flag("--insecure", serve.insecure, "Allow a non-loopback address without tokens");
+  serve_cmd->add_option("--audit-log", serve.audit_log, "Audit records: a file, - for stdout, '' for none")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-concurrent", serve.max_concurrent, "Runs at once")->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  serve_cmd->add_option("--max-queue", serve.max_queue, "Requests waiting for a run slot (then 429)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  serve_cmd->add_option("--max-body", serve.max_body, "Largest request body (then 413)")->capture_default_str();
+  serve_cmd->add_option("--max-code", serve.max_code, "Largest `code` (then 413)")->capture_default_str();
+  serve_cmd->add_option("--drain-grace", serve.drain_grace_s, "Seconds runs may go on after SIGTERM")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  serve_cmd->add_option("--allow-degraded", serve.allow_degraded, "Layers that may be missing: cgroup, landlock")
+      ->delimiter(',');
 
   CLI11_PARSE(app, argc, argv);
+  if (serve_cmd->parsed()) return airlock::cli::ServeCommand(serve);
   if (run_cmd->parsed()) return airlock::cli::RunCommand(run);
   if (check_cmd->parsed()) return airlock::cli::CheckCommand(check);
   return 2;

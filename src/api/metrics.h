@@ -1,0 +1,54 @@
+// Prometheus metrics of the HTTP service, rendered in the text exposition
+// format 0.0.4 by GET /metrics. Hand-written (no prometheus-cpp in Debian);
+// thread-safe. Label values come from small fixed sets (routes, outcomes,
+// analyzer rule ids), never from requests.
+//
+//   airlock_http_requests_total{route,code}           counter
+//   airlock_executions_total{outcome}                 counter  ok|error|timeout|memory|pids|output|signal|cancelled|failed
+//   airlock_execution_duration_seconds                histogram (runs that started)
+//   airlock_executions_in_flight                      gauge
+//   airlock_execution_queue_depth                     gauge
+//   airlock_requests_rejected_total{reason}           counter  policy|invalid|too_large|overloaded|unauthorized|unavailable
+//   airlock_policy_rejections_total{rule}             counter  one per rejecting finding
+//   airlock_ready                                     gauge    1 once the self-test passed
+//   airlock_audit_records_dropped_total               counter
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace airlock::api {
+
+class Metrics {
+ public:
+  Metrics();
+  void CountHttp(const std::string& route, int status);
+  void CountExecution(const std::string& outcome, double seconds);
+  void CountRejected(const std::string& reason);
+  void CountPolicyRule(const std::string& rule);
+  void SetInFlight(int64_t n);
+  void SetQueueDepth(int64_t n);
+  void SetReady(bool ready);
+  void SetAuditDropped(uint64_t n);
+  std::string Render() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> http_;
+  std::map<std::string, uint64_t> executions_;
+  std::map<std::string, uint64_t> rejected_;
+  std::map<std::string, uint64_t> rules_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> buckets_;  // cumulative counts are computed when rendering
+  uint64_t duration_count_ = 0;
+  double duration_sum_ = 0;
+  int64_t in_flight_ = 0, queue_depth_ = 0;
+  bool ready_ = false;
+  uint64_t audit_dropped_ = 0;
+};
+
+}  // namespace airlock::api

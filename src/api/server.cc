@@ -1,0 +1,931 @@
+// Boost 1.74's asio headers need <utility> first under g++ 12 -std=c++20
+// (research/ecosystem.md §6.3).
+#include <utility>
+
+#include "api/server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <random>
+#include <set>
+
+#include "api/error_mapping.h"
+#include "api/metrics.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "model/execute.h"
+
+namespace airlock::api {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+constexpr size_t kHeaderLimit = 16 * 1024;
+// Requests whose code is larger than this are prepared (analyzed) on a worker
+// thread, so that a big program does not hold up the event loop.
+constexpr size_t kInlinePrepareBytes = 64 * 1024;
+
+std::chrono::milliseconds Ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::string ToString(beast::string_view s) { return std::string(s.data(), s.size()); }
+
+// The outcome label of a run for metrics and audit.
+std::string Outcome(const model::RunReport& r) {
+  if (r.kill_reason) return *r.kill_reason;
+  return r.exit_code == 0 ? "ok" : "error";
+}
+
+const char* RejectReason(model::ErrorKind kind) {
+  switch (kind) {
+    case model::ErrorKind::kPolicy: return "policy";
+    case model::ErrorKind::kPayloadTooLarge: return "too_large";
+    case model::ErrorKind::kTooManyRequests: return "overloaded";
+    case model::ErrorKind::kUnauthorized: return "unauthorized";
+    case model::ErrorKind::kUnavailable: return "unavailable";
+    default: return "invalid";
+  }
+}
+
+}  // namespace
+
+class Session;
+class RunDriver;
+
+// ---------------------------------------------------------------------------
+// Shared server state. Everything here is touched only on the event-loop
+// thread, except `svc` (thread-safe) and `metrics` (locked).
+
+struct Server::Impl {
+  Impl(ServerOptions o, const service::Service& s, Authenticator a, std::unique_ptr<AuditLog> al)
+      : opt(std::move(o)), svc(s), auth(std::move(a)), audit(std::move(al)) {
+    io = std::make_unique<net::io_context>(1);
+    acceptor = std::make_unique<tcp::acceptor>(*io);
+    signals = std::make_unique<net::signal_set>(*io, SIGTERM, SIGINT);
+    drain_timer = std::make_unique<net::steady_timer>(*io);
+    hard_timer = std::make_unique<net::steady_timer>(*io);
+    std::random_device rd;
+    id_seed = (uint64_t{rd()} << 32) ^ rd();
+  }
+  ~Impl();
+
+  ServerOptions opt;
+  const service::Service& svc;
+  Authenticator auth;
+  std::unique_ptr<AuditLog> audit;
+  Metrics metrics;
+
+  // One launcher thread: every run is launched from it (see Service::Start).
+  net::thread_pool launcher{1};
+  // Finishing runs (reaping, cgroup removal) and preparing large requests.
+  net::thread_pool workers{2};
+
+  std::unique_ptr<net::io_context> io;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<net::signal_set> signals;
+  std::unique_ptr<net::steady_timer> drain_timer, hard_timer;
+
+  bool ready = false;
+  bool draining = false;
+  bool destroying = false;
+  std::string not_ready_detail = "the isolation self-test has not finished";
+  std::vector<model::LayerReport> layers;  // from the self-test run
+
+  size_t running = 0;
+  std::deque<std::shared_ptr<Session>> queue;
+  std::set<std::shared_ptr<RunDriver>> drivers;
+  std::set<Session*> sessions;
+
+  uint64_t id_seed = 0, id_counter = 0;
+
+  std::string NewRequestId() {
+    // splitmix64 over a random seed: unique, unguessable enough for correlation.
+    uint64_t z = id_seed + 0x9e3779b97f4a7c15ULL * ++id_counter;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    char buf[32];
+    snprintf(buf, sizeof buf, "req_%016llx", static_cast<unsigned long long>(z));
+    return buf;
+  }
+
+  void UpdateGauges() {
+    metrics.SetInFlight(static_cast<int64_t>(running));
+    metrics.SetQueueDepth(static_cast<int64_t>(queue.size()));
+  }
+
+  void Accept();
+  void Admit(const std::shared_ptr<Session>& s);
+  void Dequeue(Session* s);
+  void ReleaseSlot();
+  void BeginDrain();
+  void MaybeStop();
+  void SelfTest();
+};
+
+// ---------------------------------------------------------------------------
+// RunDriver: one run, supervised from the event loop.
+
+struct RunOutcome {
+  Status status;  // not ok: the run could not be started
+  model::ExecuteResponse response;
+};
+
+class RunDriver : public std::enable_shared_from_this<RunDriver> {
+ public:
+  using Done = std::function<void(RunOutcome)>;
+
+  RunDriver(Server::Impl& s, std::unique_ptr<service::Plan> plan, Done done)
+      : s_(s),
+        plan_(std::move(plan)),
+        done_(std::move(done)),
+        out_(*s.io),
+        err_(*s.io),
+        pid_(*s.io),
+        chan_(*s.io),
+        timer_(*s.io),
+        channel_(s.svc.max_event_bytes()) {}
+
+  // The fds belong to the Execution and the plan; the stream_descriptors must
+  // not close them (a run abandoned at shutdown is killed by ~Execution).
+  ~RunDriver() {
+    out_.release();
+    err_.release();
+    pid_.release();
+    chan_.release();
+  }
+
+  void Start() {
+    net::post(s_.launcher, [self = shared_from_this()] {
+      Clock::time_point t0 = Clock::now();
+      auto ex = self->s_.svc.Start(*self->plan_);
+      char buf[96];
+      snprintf(buf, sizeof buf, "%s: launched in %.1f ms", self->plan_->request_id.c_str(), MillisSince(t0));
+      log::Debug(buf);
+      net::post(*self->s_.io, [self, ex = std::move(ex)]() mutable { self->OnLaunched(std::move(ex)); });
+    });
+  }
+
+  // Kills the run (client gone, server draining); it completes as usual, with
+  // kill_reason "cancelled".
+  void Cancel(const std::string& detail) {
+    if (ex_) {
+      if (!finishing_) ex_->Cancel(exec::KillReason::kCancelled, detail);
+    } else if (!cancel_requested_) {
+      cancel_requested_ = true;
+      cancel_detail_ = detail;
+    }
+  }
+
+ private:
+  enum Which { kOut, kErr, kPid, kChan };
+
+  void OnLaunched(StatusOr<std::unique_ptr<exec::Execution>> ex) {
+    if (!ex.ok()) {
+      Done done = std::move(done_);
+      done(RunOutcome{ex.status(), {}});
+      return;
+    }
+    ex_ = std::move(*ex);
+    if (cancel_requested_) ex_->Cancel(exec::KillReason::kCancelled, cancel_detail_);
+    fd_[kOut] = ex_->stdout_fd();
+    fd_[kErr] = ex_->stderr_fd();
+    fd_[kPid] = ex_->pidfd();
+    fd_[kChan] = plan_->events_read.get();
+    // The descriptors stay owned by the Execution and the plan: released (not
+    // closed) by the stream_descriptors when the run ends.
+    out_.assign(fd_[kOut]);
+    err_.assign(fd_[kErr]);
+    pid_.assign(fd_[kPid]);
+    chan_.assign(fd_[kChan]);
+    for (Which w : {kOut, kErr, kPid, kChan}) Wait(w);
+    Tick();
+  }
+
+  net::posix::stream_descriptor& Desc(Which w) {
+    switch (w) {
+      case kOut: return out_;
+      case kErr: return err_;
+      case kPid: return pid_;
+      case kChan: break;
+    }
+    return chan_;
+  }
+
+  void Wait(Which w) {
+    Desc(w).async_wait(net::posix::descriptor_base::wait_read,
+                       [self = shared_from_this(), w](const error_code& ec) { self->OnReady(w, ec); });
+  }
+
+  void OnReady(Which w, const error_code& ec) {
+    if (ec || finishing_) return;
+    switch (w) {
+      case kOut:
+        ex_->OnReadable(fd_[kOut]);
+        if (ex_->stdout_fd() >= 0) Wait(kOut);
+        break;
+      case kErr:
+        ex_->OnReadable(fd_[kErr]);
+        if (ex_->stderr_fd() >= 0) Wait(kErr);
+        break;
+      case kPid:
+        ex_->OnReadable(fd_[kPid]);
+        break;
+      case kChan:
+        chan_open_ = channel_.ReadFrom(fd_[kChan]);
+        if (chan_open_) Wait(kChan);
+        break;
+    }
+    CheckExit();
+  }
+
+  void Tick() {
+    int ms = ex_->OnTick();
+    CheckExit();
+    if (finishing_) return;
+    timer_.expires_after(std::chrono::milliseconds(std::max(ms, 1)));
+    timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (ec || self->finishing_) return;
+      self->Tick();
+    });
+  }
+
+  void CheckExit() {
+    if (finishing_ || !ex_ || !ex_->Exited()) return;
+    finishing_ = true;
+    timer_.cancel();
+    out_.release();
+    err_.release();
+    pid_.release();
+    // Every process of the run is gone (the pid namespace died with its
+    // init), so the channel holds all there is: read it to EOF.
+    if (chan_open_) chan_open_ = channel_.ReadFrom(fd_[kChan]);
+    chan_.release();
+    net::post(s_.workers, [self = shared_from_this()] {
+      exec::RunResult result = self->ex_->Finish();
+      net::post(*self->s_.io, [self, result = std::move(result)] { self->Complete(result); });
+    });
+  }
+
+  void Complete(const exec::RunResult& result) {
+    RunOutcome o;
+    o.response = s_.svc.Complete(*plan_, result, channel_);
+    ex_.reset();
+    Done done = std::move(done_);
+    done(std::move(o));
+  }
+
+  Server::Impl& s_;
+  std::unique_ptr<service::Plan> plan_;
+  Done done_;
+  std::unique_ptr<exec::Execution> ex_;
+  net::posix::stream_descriptor out_, err_, pid_, chan_;
+  int fd_[4] = {-1, -1, -1, -1};
+  net::steady_timer timer_;
+  service::ChannelBuffer channel_;
+  bool chan_open_ = true;
+  bool finishing_ = false;
+  bool cancel_requested_ = false;
+  std::string cancel_detail_;
+};
+
+// ---------------------------------------------------------------------------
+// Session: one client connection; one request at a time.
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server::Impl& s, tcp::socket socket) : s_(s), stream_(std::move(socket)) {
+    error_code ec;
+    auto ep = stream_.socket().remote_endpoint(ec);
+    if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    s_.sessions.insert(this);
+  }
+  ~Session() {
+    if (s_.destroying) return;
+    s_.sessions.erase(this);
+    s_.MaybeStop();
+  }
+
+  void Begin() { ReadHeader(s_.opt.header_timeout_s); }
+
+  // Drain: a connection waiting for its next request is closed now.
+  void CloseIfIdle() {
+    if (state_ == State::kReading) Close();
+  }
+
+  // Admission granted a run slot.
+  void StartRun();
+  // Admission put the request in the queue.
+  void EnterQueue() {
+    state_ = State::kQueued;
+    WatchDisconnect();
+  }
+  // Draining: a queued request will not run.
+  void RejectQueued() {
+    FinishError({model::ErrorKind::kUnavailable, "the server is shutting down; retry on another instance", ""}, {});
+  }
+  void FinishError(const model::ApiError& error, const std::vector<model::Violation>& violations);
+
+ private:
+  enum class State { kReading, kHandling, kQueued, kRunning, kWriting, kClosed };
+
+  struct Request {
+    std::string id;
+    std::string route;  // for metrics: a fixed set of names
+    bool execute = false;
+    bool compat = false;
+    bool keep_alive = true;
+    Clock::time_point start;
+    model::AuditRecord audit;
+    std::unique_ptr<service::Plan> plan;
+    std::shared_ptr<RunDriver> driver;
+    bool client_gone = false;
+  };
+
+  void ReadHeader(double timeout_s) {
+    state_ = State::kReading;
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(s_.opt.max_body_bytes);
+    stream_.expires_after(Ms(timeout_s));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](const error_code& ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(const error_code& ec) {
+    if (ec) return OnReadError(ec);
+    auto expect = parser_->get()[http::field::expect];
+    if (beast::iequals(expect, "100-continue") && !parser_->is_done()) {
+      static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream_.expires_after(Ms(s_.opt.write_timeout_s));
+      net::async_write(stream_, net::buffer(kContinue, sizeof kContinue - 1),
+                       [self = shared_from_this()](const error_code& e, size_t) {
+                         if (e) return self->Close();
+                         self->ReadBody();
+                       });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    stream_.expires_after(Ms(s_.opt.body_timeout_s));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](const error_code& ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnReadError(const error_code& ec) {
+    if (ec == http::error::body_limit) {
+      BeginRequest();
+      req_.keep_alive = false;
+      FinishError({model::ErrorKind::kPayloadTooLarge,
+                   "request body is larger than " + std::to_string(s_.opt.max_body_bytes) + " bytes",
+                   ""},
+                  {});
+      return;
+    }
+    // A client that closed, a timeout, or an abort (drain): nothing to answer.
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset || !parser_->got_some()) {
+      return Close();
+    }
+    BeginRequest();
+    req_.keep_alive = false;
+    Send(400, model::ErrorToJson({model::ErrorKind::kBadRequest, "malformed HTTP request: " + ec.message(), ""}, ""),
+         "application/json", {});
+  }
+
+  void OnRead(const error_code& ec) {
+    if (ec) return OnReadError(ec);
+    stream_.expires_never();
+    BeginRequest();
+    Handle();
+  }
+
+  // The per-request context; the route is known when the header is.
+  void BeginRequest() {
+    state_ = State::kHandling;
+    req_ = Request();
+    req_.id = s_.NewRequestId();
+    req_.start = Clock::now();
+    const auto& h = parser_->get();
+    std::string target = ToString(h.target());
+    if (size_t q = target.find('?'); q != std::string::npos) target.resize(q);
+    path_ = target;
+    req_.keep_alive = h.keep_alive() && !s_.draining;
+    if (path_ == "/execute" || path_ == "/v1/execute") {
+      req_.execute = true;
+      req_.compat = path_ == "/execute";
+      req_.route = path_;
+    } else if (path_ == "/healthz" || path_ == "/readyz" || path_ == "/profile" || path_ == "/v1/profiles" ||
+               path_ == "/metrics") {
+      req_.route = path_;
+    } else if (path_.rfind("/v1/profiles/", 0) == 0) {
+      req_.route = "/v1/profiles/{name}";
+    } else {
+      req_.route = "other";
+    }
+    model::AuditRecord& a = req_.audit;
+    a.request_id = req_.id;
+    a.route = path_.size() > 256 ? path_.substr(0, 256) : path_;
+    a.client_address = remote_;
+  }
+
+  void Handle();
+  void HandleExecute();
+  void OnPrepared(service::Prepared p);
+  void OnRunDone(RunOutcome o);
+  void OnClientGone();
+  void WatchDisconnect();
+
+  void Audit(const std::string& verdict, int status) {
+    if (!s_.audit || !s_.audit->enabled()) return;
+    model::AuditRecord& a = req_.audit;
+    a.time = NowRfc3339();
+    a.verdict = verdict;
+    a.http_status = status;
+    a.client_gone = req_.client_gone;
+    a.duration_ms = MillisSince(req_.start);
+    s_.audit->Write(a);
+    s_.metrics.SetAuditDropped(s_.audit->dropped());
+  }
+
+  void Send(int status, std::string body, const char* content_type,
+            const std::vector<std::pair<std::string, std::string>>& headers) {
+    s_.metrics.CountHttp(req_.route, status);
+    if (req_.client_gone || state_ == State::kClosed) return Close();
+    state_ = State::kWriting;
+    ++watch_gen_;
+    error_code ignored;
+    stream_.socket().cancel(ignored);  // the disconnect watch
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->version(11);
+    res->result(static_cast<unsigned>(status));
+    res->set(http::field::server, "airlock");
+    res->set(http::field::content_type, content_type);
+    res->set(http::field::cache_control, "no-store");
+    res->set("X-Request-Id", req_.id);
+    for (const auto& [k, v] : headers) res->set(k, v);
+    if (s_.draining) req_.keep_alive = false;
+    res->keep_alive(req_.keep_alive);
+    res->body() = std::move(body);
+    res->prepare_payload();
+    stream_.expires_after(Ms(s_.opt.write_timeout_s));
+    http::async_write(stream_, *res, [self = shared_from_this(), res](const error_code& ec, size_t) {
+      self->OnWritten(ec);
+    });
+  }
+
+  void SendJson(int status, std::string body) { Send(status, std::move(body), "application/json", {}); }
+
+  void OnWritten(const error_code& ec) {
+    if (ec) return Close();
+    if (!req_.keep_alive) {
+      // Half-close and read what the client may still send (the rest of an
+      // oversized body), so that it sees our answer rather than a reset.
+      error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Discard(0);
+      return;
+    }
+    req_ = Request();
+    ReadHeader(s_.opt.idle_timeout_s);
+  }
+
+  void Discard(size_t total) {
+    state_ = State::kClosed;
+    if (total > (size_t{64} << 20)) return Close();
+    if (!discard_) discard_ = std::make_unique<char[]>(65536);
+    stream_.expires_after(std::chrono::seconds(2));
+    stream_.async_read_some(net::buffer(discard_.get(), 65536),
+                            [self = shared_from_this(), total](const error_code& ec, size_t n) {
+                              if (ec) return self->Close();
+                              self->Discard(total + n);
+                            });
+  }
+
+  void Close() {
+    state_ = State::kClosed;
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  Server::Impl& s_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::unique_ptr<char[]> discard_;
+  std::string remote_;
+  std::string path_;
+  State state_ = State::kReading;
+  Request req_;
+  uint64_t watch_gen_ = 0;
+};
+
+void Session::Handle() {
+  const auto& h = parser_->get();
+  // Authentication: every route but the probes.
+  if (s_.auth.enabled() && path_ != "/healthz" && path_ != "/readyz") {
+    auto name = s_.auth.Check(ToString(h[http::field::authorization]), ToString(h["X-API-Key"]));
+    if (!name) {
+      s_.metrics.CountRejected("unauthorized");
+      model::ApiError e{model::ErrorKind::kUnauthorized,
+                        "missing or wrong token: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'", ""};
+      Audit("unauthorized", HttpStatus(e.kind));
+      ErrorReply r = MakeErrorReply(e, {}, req_.compat, req_.id);
+      return Send(r.status, r.body, "application/json", r.headers);
+    }
+    req_.audit.token_name = *name;
+  }
+
+  const http::verb method = h.method();
+  auto method_not_allowed = [&](const char* allow) {
+    ErrorReply r = MakeErrorReply({model::ErrorKind::kMethodNotAllowed,
+                                   std::string("method not allowed; use ") + allow, ""},
+                                  {}, false, req_.id);
+    r.headers.emplace_back("Allow", allow);
+    Send(r.status, r.body, "application/json", r.headers);
+  };
+
+  if (req_.execute) {
+    if (method != http::verb::post) return method_not_allowed("POST");
+    return HandleExecute();
+  }
+  if (req_.route == "other") {
+    return SendJson(404, model::ErrorToJson({model::ErrorKind::kNotFound, "no such endpoint: " + path_.substr(0, 256) +
+                                                                              " (see docs/api.md)", ""}, req_.id));
+  }
+  if (method != http::verb::get) return method_not_allowed("GET");
+
+  if (path_ == "/healthz") return SendJson(200, model::StatusToJson("ok", ""));
+  if (path_ == "/readyz") {
+    if (s_.ready && !s_.draining) return SendJson(200, model::StatusToJson("ready", ""));
+    ErrorReply r = MakeErrorReply({model::ErrorKind::kUnavailable, "", ""}, {}, false, req_.id);
+    return Send(503, model::StatusToJson("not ready", s_.draining ? "the server is shutting down" : s_.not_ready_detail),
+                "application/json", r.headers);
+  }
+  if (path_ == "/metrics") return Send(200, s_.metrics.Render(), "text/plain; version=0.0.4; charset=utf-8", {});
+  if (path_ == "/profile") {
+    const profile::Profile& p = s_.svc.profiles().Default();
+    return SendJson(200, model::ProfileToJson(s_.svc.View(p), s_.layers));
+  }
+  if (path_ == "/v1/profiles") {
+    std::vector<model::ProfileView> views;
+    for (const profile::Profile& p : s_.svc.profiles().profiles()) views.push_back(s_.svc.View(p));
+    return SendJson(200, model::ProfileListToJson(views, s_.svc.profiles().default_name()));
+  }
+  // /v1/profiles/{name}
+  std::string name = path_.substr(std::string("/v1/profiles/").size());
+  const profile::Profile* p = s_.svc.profiles().Find(name);
+  if (p == nullptr) {
+    return SendJson(404, model::ErrorToJson({model::ErrorKind::kNotFound,
+                                             "no profile named '" + name.substr(0, 64) + "' (GET /v1/profiles lists them)",
+                                             ""},
+                                            req_.id));
+  }
+  return SendJson(200, model::ProfileToJson(s_.svc.View(*p), s_.layers));
+}
+
+void Session::HandleExecute() {
+  if (s_.draining) {
+    return FinishError({model::ErrorKind::kUnavailable, "the server is shutting down; retry on another instance", ""},
+                       {});
+  }
+  model::RequestCaps caps;
+  caps.max_depth = s_.opt.max_json_depth;
+  caps.max_code_bytes = s_.opt.max_code_bytes;
+  model::ExecuteRequest request;
+  model::ApiError error;
+  std::string body = parser_->release().body();
+  if (!model::ParseExecuteRequest(body, caps, &request, &error)) return FinishError(error, {});
+  req_.audit.code_bytes = static_cast<int64_t>(request.code.size());
+
+  if (request.code.size() <= kInlinePrepareBytes) {
+    return OnPrepared(s_.svc.Prepare(request, req_.id));
+  }
+  net::post(s_.workers, [self = shared_from_this(), request = std::move(request), id = req_.id]() {
+    service::Prepared p = self->s_.svc.Prepare(request, id);
+    net::post(*self->s_.io, [self, p = std::move(p)]() mutable { self->OnPrepared(std::move(p)); });
+  });
+}
+
+void Session::OnPrepared(service::Prepared p) {
+  if (state_ == State::kClosed) return;
+  req_.audit.profile = p.profile_name;
+  req_.audit.code_sha256 = p.code_sha256;
+  req_.audit.code_bytes = p.code_bytes;
+  if (p.verdict == service::Verdict::kInvalid) return FinishError(p.error, {});
+  if (p.verdict == service::Verdict::kRejected) {
+    for (const auto& v : p.violations) s_.metrics.CountPolicyRule(v.rule);
+    req_.audit.violations = p.violations;
+    return FinishError(p.error, p.violations);
+  }
+  req_.audit.violations = p.plan->warnings;
+  req_.plan = std::move(p.plan);
+  s_.Admit(shared_from_this());
+}
+
+void Session::FinishError(const model::ApiError& error, const std::vector<model::Violation>& violations) {
+  s_.metrics.CountRejected(RejectReason(error.kind));
+  req_.audit.error = error.message;
+  ErrorReply r = MakeErrorReply(error, violations, req_.compat, req_.id);
+  if (req_.execute) Audit(Verdict(error.kind), r.status);
+  if (state_ == State::kQueued || state_ == State::kRunning) state_ = State::kHandling;
+  Send(r.status, r.body, "application/json", r.headers);
+}
+
+void Session::StartRun() {
+  state_ = State::kRunning;
+  auto self = shared_from_this();
+  req_.driver = std::make_shared<RunDriver>(s_, std::move(req_.plan), [self](RunOutcome o) {
+    self->OnRunDone(std::move(o));
+  });
+  s_.drivers.insert(req_.driver);
+  req_.driver->Start();
+  if (req_.client_gone) req_.driver->Cancel("the client disconnected");
+  else WatchDisconnect();
+}
+
+void Session::WatchDisconnect() {
+  uint64_t gen = ++watch_gen_;
+  stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), gen](const error_code& ec) {
+    if (ec || gen != self->watch_gen_) return;
+    if (self->state_ != State::kQueued && self->state_ != State::kRunning) return;
+    char c;
+    ssize_t n = ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return self->OnClientGone();
+    }
+    if (n > 0) return;  // the client sent its next request already: cannot tell more
+    self->WatchDisconnect();
+  });
+}
+
+void Session::OnClientGone() {
+  req_.client_gone = true;
+  if (state_ == State::kQueued) {
+    s_.Dequeue(this);
+    s_.metrics.CountExecution("cancelled", 0);
+    req_.audit.error = "the client disconnected while the request was queued";
+    Audit("client_gone", 499);
+    return Close();
+  }
+  if (state_ == State::kRunning && req_.driver) req_.driver->Cancel("the client disconnected");
+}
+
+void Session::OnRunDone(RunOutcome o) {
+  s_.drivers.erase(req_.driver);
+  req_.driver.reset();
+  s_.ReleaseSlot();
+  state_ = State::kHandling;
+  if (!o.status.ok()) {
+    log::Error("request " + req_.id + ": the run could not be started: " + o.status.ToString());
+    s_.metrics.CountExecution("failed", 0);
+    model::ApiError e{model::ErrorKind::kInternal, "the run could not be started: " + o.status.ToString(), ""};
+    req_.audit.error = e.message;
+    ErrorReply r = MakeErrorReply(e, {}, req_.compat, req_.id);
+    Audit("error", r.status);
+    return Send(r.status, r.body, "application/json", r.headers);
+  }
+  const model::ExecuteResponse& resp = o.response;
+  const model::RunReport& run = resp.run;
+  s_.metrics.CountExecution(Outcome(run), run.duration_ms / 1000.0);
+  model::AuditRecord& a = req_.audit;
+  a.exit_code = run.exit_code;
+  if (run.signal) a.signal = run.signal;
+  a.kill_reason = run.kill_reason;
+  a.run_ms = run.duration_ms;
+  a.cpu_ms = run.cpu_ms;
+  a.max_rss_kb = run.max_rss_kb;
+  Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
+  if (req_.client_gone) return Close();
+  SendJson(200, req_.compat ? model::CompatExecuteToJson(resp) : model::V1ExecuteToJson(resp));
+}
+
+// ---------------------------------------------------------------------------
+// Server::Impl
+
+Server::Impl::~Impl() {
+  destroying = true;
+  // Abandon launches not started yet, wait for the ones under way, then tear
+  // down the loop: pending handlers (and the sessions and runs they hold) are
+  // destroyed with it, and a run destroyed unfinished is killed and reaped.
+  launcher.stop();
+  launcher.join();
+  workers.join();
+  error_code ignored;
+  acceptor->close(ignored);
+  signals->cancel(ignored);
+  drain_timer.reset();
+  hard_timer.reset();
+  signals.reset();
+  acceptor.reset();
+  queue.clear();
+  drivers.clear();
+  io.reset();
+}
+
+void Server::Impl::Accept() {
+  acceptor->async_accept([this](const error_code& ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+      log::Warn("accept failed: " + ec.message());
+    } else if (sessions.size() >= opt.max_connections) {
+      error_code ignored;
+      socket.close(ignored);  // over the connection limit
+    } else {
+      std::make_shared<Session>(*this, std::move(socket))->Begin();
+    }
+    if (!draining) Accept();
+  });
+}
+
+void Server::Impl::Admit(const std::shared_ptr<Session>& s) {
+  if (running < opt.max_concurrent) {
+    ++running;
+    UpdateGauges();
+    s->StartRun();
+  } else if (queue.size() < opt.max_queue) {
+    queue.push_back(s);
+    UpdateGauges();
+    s->EnterQueue();
+  } else {
+    s->FinishError({model::ErrorKind::kTooManyRequests,
+                    "the server is busy: " + std::to_string(running) + " runs executing and " +
+                        std::to_string(queue.size()) + " queued; retry after 1 s",
+                    ""},
+                   {});
+  }
+}
+
+void Server::Impl::Dequeue(Session* s) {
+  for (auto it = queue.begin(); it != queue.end(); ++it) {
+    if (it->get() == s) {
+      queue.erase(it);
+      break;
+    }
+  }
+  UpdateGauges();
+}
+
+void Server::Impl::ReleaseSlot() {
+  if (running > 0) --running;
+  while (running < opt.max_concurrent && !queue.empty() && !draining) {
+    std::shared_ptr<Session> next = std::move(queue.front());
+    queue.pop_front();
+    ++running;
+    next->StartRun();
+  }
+  UpdateGauges();
+  MaybeStop();
+}
+
+void Server::Impl::BeginDrain() {
+  if (draining) return;
+  draining = true;
+  metrics.SetReady(false);
+  char grace[32];
+  snprintf(grace, sizeof grace, "%g", opt.drain_grace_s);
+  log::Info("draining: no new connections; " + std::to_string(running) + " run(s) executing, " +
+            std::to_string(queue.size()) + " queued; grace period " + grace + " s");
+  error_code ignored;
+  acceptor->close(ignored);
+  std::deque<std::shared_ptr<Session>> queued;
+  queued.swap(queue);
+  UpdateGauges();
+  for (auto& s : queued) s->RejectQueued();
+  std::vector<Session*> idle(sessions.begin(), sessions.end());
+  for (Session* s : idle) s->CloseIfIdle();
+  drain_timer->expires_after(Ms(opt.drain_grace_s));
+  drain_timer->async_wait([this](const error_code& ec) {
+    if (ec) return;
+    if (!drivers.empty()) log::Warn("grace period over: killing " + std::to_string(drivers.size()) + " run(s)");
+    std::vector<std::shared_ptr<RunDriver>> all(drivers.begin(), drivers.end());
+    for (auto& d : all) d->Cancel("the server is shutting down");
+  });
+  hard_timer->expires_after(Ms(opt.drain_grace_s) + std::chrono::seconds(15));
+  hard_timer->async_wait([this](const error_code& ec) {
+    if (ec) return;
+    log::Warn("drain did not finish in time; stopping");
+    io->stop();
+  });
+  MaybeStop();
+}
+
+void Server::Impl::MaybeStop() {
+  if (draining && running == 0 && sessions.empty()) io->stop();
+}
+
+void Server::Impl::SelfTest() {
+  net::post(launcher, [this] {
+    model::ExecuteRequest req;
+    req.code = "print(1 + 1)\n6 * 7\n";
+    req.timeout_s = std::min(10.0, svc.profiles().Default().resources.timeout_max_s);
+    auto r = svc.RunBlocking(req, "self-test");
+    net::post(*io, [this, r = std::move(r)]() {
+      if (!r.ok()) {
+        not_ready_detail = "the isolation self-test failed: " + r.status().ToString();
+      } else if (r->run.exit_code != 0 || r->run.stdout_text != "2\n" || r->result.value_or("") != "42") {
+        not_ready_detail = "the isolation self-test ran but printed '" + r->run.stdout_text.substr(0, 200) +
+                           "', result '" + r->result.value_or("(none)") + "', exit code " +
+                           std::to_string(r->run.exit_code) + ": " + r->run.stderr_text.substr(0, 500);
+      } else {
+        ready = true;
+        layers = r->run.layers;
+        not_ready_detail.clear();
+        metrics.SetReady(!draining);
+        char buf[96];
+        snprintf(buf, sizeof buf, "self-test passed (python3 in the sandbox, %.1f ms); ready", r->run.duration_ms);
+        log::Info(buf);
+        return;
+      }
+      log::Error(not_ready_detail + " — GET /readyz answers 503");
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Server
+
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  error_code ec;
+  net::ip::address a = net::ip::make_address(host, ec);
+  return !ec && a.is_loopback();
+}
+
+Server::Server(ServerOptions options, const service::Service& service, Authenticator auth,
+               std::unique_ptr<AuditLog> audit)
+    : impl_(std::make_unique<Impl>(std::move(options), service, std::move(auth), std::move(audit))) {}
+
+Server::~Server() = default;
+
+Status Server::Run() {
+  Impl& s = *impl_;
+  const std::string host = s.opt.host == "localhost" ? "127.0.0.1" : s.opt.host;
+  error_code ec;
+  net::ip::address address = net::ip::make_address(host, ec);
+  if (ec) return InvalidArgument("--listen: '" + s.opt.host + "' is not an IP address (e.g. 127.0.0.1, ::1, 0.0.0.0)");
+  if (!address.is_loopback() && !s.auth.enabled() && !s.opt.insecure) {
+    return InvalidArgument("--listen " + s.opt.host +
+                           " is reachable from other machines, and no token is configured: anyone who can reach it "
+                           "could run code. Give tokens (--tokens-file FILE or AIRLOCK_TOKENS), or say --insecure "
+                           "if a proxy in front authenticates");
+  }
+  tcp::endpoint endpoint(address, s.opt.port);
+  s.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor->bind(endpoint, ec);
+  if (!ec) s.acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Unavailable("cannot listen on " + s.opt.host + ":" + std::to_string(s.opt.port) + ": " + ec.message() +
+                       (ec == net::error::address_in_use ? " (another server is there; pick another --listen port)" : ""));
+  }
+  tcp::endpoint bound = s.acceptor->local_endpoint(ec);
+  std::string shown = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  std::string line = "airlock: listening on http://" + shown + ":" + std::to_string(bound.port()) + "\n";
+  // The first line of stdout, unbuffered: tests and scripts read the port from it.
+  for (size_t off = 0; off < line.size();) {
+    ssize_t n = ::write(STDOUT_FILENO, line.data() + off, line.size() - off);
+    if (n <= 0 && errno != EINTR) break;
+    if (n > 0) off += static_cast<size_t>(n);
+  }
+  if (!s.auth.enabled()) {
+    log::Info(address.is_loopback() ? "no tokens configured: every local client may run code"
+                                    : "WARNING: --insecure: no authentication on a non-loopback address");
+  }
+
+  s.signals->async_wait([&s](const error_code& e, int signo) {
+    if (e) return;
+    log::Info(std::string("received ") + (signo == SIGTERM ? "SIGTERM" : "SIGINT") + "; a second one stops at once");
+    s.BeginDrain();
+    s.signals->async_wait([&s](const error_code& e2, int) {
+      if (e2) return;
+      log::Warn("second signal: stopping now, killing every run");
+      s.io->stop();
+    });
+  });
+  s.SelfTest();
+  s.Accept();
+  s.io->run();
+  log::Info("stopped");
+  return Status::Ok();
+}
+
+}  // namespace airlock::api

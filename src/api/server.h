@@ -1,0 +1,67 @@
+// The HTTP service (`airlock serve`): a Boost.Beast server on one event-loop
+// thread. Runs are launched on one launcher thread (clone + namespace setup
+// block for a few milliseconds), then supervised from the event loop (their
+// pipes and pidfd are waited on asynchronously, a timer per run checks its
+// deadlines), so hundreds of concurrent runs, slow clients and idle keep-alive
+// connections hold no thread each. docs/api.md describes every endpoint.
+//
+//   api::Server server(options, *service, std::move(auth), std::move(audit));
+//   Status st = server.Run();   // until SIGTERM/SIGINT and the drain are done
+//
+// Run() prints "airlock: listening on http://HOST:PORT" as the first line of
+// standard output once the socket is bound (port 0 picks a free port).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "api/audit_log.h"
+#include "api/auth.h"
+#include "base/status.h"
+#include "service/service.h"
+
+namespace airlock::api {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // an IP address (v4 or v6) or "localhost"
+  uint16_t port = 8000;            // 0: any free port
+  bool insecure = false;           // allow a non-loopback address without tokens
+  size_t max_body_bytes = size_t{2} << 20;  // larger bodies: 413
+  size_t max_code_bytes = size_t{1} << 20;  // larger `code`: 413
+  size_t max_json_depth = 32;
+  size_t max_concurrent = 8;       // runs at once
+  size_t max_queue = 64;           // requests waiting for a run slot; beyond: 429
+  size_t max_connections = 1024;   // open connections; beyond: closed at once
+  double drain_grace_s = 10;       // SIGTERM: how long running runs may go on
+  double header_timeout_s = 30;    // to receive a request's header
+  double body_timeout_s = 60;      // to receive its body
+  double idle_timeout_s = 60;      // keep-alive connection without a request
+  double write_timeout_s = 30;     // to send a response
+};
+
+// Whether `host` (an address literal or "localhost") is a loopback address.
+bool IsLoopback(const std::string& host);
+
+class Server {
+ public:
+  Server(ServerOptions options, const service::Service& service, Authenticator auth,
+         std::unique_ptr<AuditLog> audit);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds, runs the startup self-test in the background (GET /readyz answers
+  // 503 until it passed), serves until SIGTERM or SIGINT, drains, returns.
+  // Errors: a refused configuration (non-loopback without tokens), a socket
+  // that cannot be bound.
+  Status Run();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace airlock::api

@@ -1,0 +1,149 @@
+// `airlock serve`: the HTTP service (docs/api.md).
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "api/audit_log.h"
+#include "api/auth.h"
+#include "api/server.h"
+#include "base/log.h"
+#include "cli/commands.h"
+#include "isolation/sandbox.h"
+#include "profile/loader.h"
+#include "service/service.h"
+
+namespace airlock::cli {
+namespace {
+
+constexpr int kExitAirlockError = 125;
+
+// "127.0.0.1:8000", "[::1]:8000", "0.0.0.0:80", ":8000" (loopback), "8000".
+bool ParseListen(const std::string& text, std::string* host, uint16_t* port, std::string* error) {
+  std::string h, p;
+  if (!text.empty() && text[0] == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      *error = "--listen '" + text + "': write an IPv6 address as [::1]:8000";
+      return false;
+    }
+    h = text.substr(1, close - 1);
+    p = text.substr(close + 2);
+  } else if (size_t colon = text.rfind(':'); colon != std::string::npos) {
+    h = text.substr(0, colon);
+    p = text.substr(colon + 1);
+  } else {
+    p = text;
+  }
+  if (h.empty()) h = "127.0.0.1";
+  char* end = nullptr;
+  long v = p.empty() ? -1 : std::strtol(p.c_str(), &end, 10);
+  if (p.empty() || *end != '\0' || v < 0 || v > 65535) {
+    *error = "--listen '" + text + "': the port must be a number from 0 to 65535 (e.g. 127.0.0.1:8000)";
+    return false;
+  }
+  *host = h;
+  *port = static_cast<uint16_t>(v);
+  return true;
+}
+
+}  // namespace
+
+int ServeCommand(const ServeFlags& flags) {
+  // A client that hangs up must not kill the server with SIGPIPE.
+  ::signal(SIGPIPE, SIG_IGN);
+  if (const char* level = std::getenv("AIRLOCK_LOG"); level && std::string(level) == "debug") {
+    log::SetLevel(log::Level::kDebug);
+  }
+
+  api::ServerOptions options;
+  std::string error;
+  if (!ParseListen(flags.listen, &options.host, &options.port, &error)) {
+    std::cerr << "airlock: " << error << "\n";
+    return 2;
+  }
+  options.insecure = flags.insecure;
+  options.max_concurrent = static_cast<size_t>(flags.max_concurrent);
+  options.max_queue = static_cast<size_t>(flags.max_queue);
+  options.drain_grace_s = flags.drain_grace_s;
+  int64_t max_body = ParseSize(flags.max_body);
+  if (max_body < 1024) {
+    std::cerr << "airlock: --max-body '" << flags.max_body << "' is not a size of at least 1K (e.g. 2M)\n";
+    return 2;
+  }
+  options.max_body_bytes = static_cast<size_t>(max_body);
+  int64_t max_code = ParseSize(flags.max_code);
+  if (max_code < 1) {
+    std::cerr << "airlock: --max-code '" << flags.max_code << "' is not a size (e.g. 1M)\n";
+    return 2;
+  }
+  options.max_code_bytes = static_cast<size_t>(max_code);
+
+  isolation::HostOptions host_options;
+  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {
+    std::cerr << "airlock: " << error << "\n";
+    return 2;
+  }
+
+  const std::string dir = flags.profiles_dir.empty() ? profile::DefaultProfilesDir() : flags.profiles_dir;
+  auto profiles = profile::LoadProfiles(dir);
+  if (!profiles.ok()) {
+    std::cerr << "airlock: cannot load the profiles from " << dir << ": " << profiles.status().ToString() << "\n";
+    return 2;
+  }
+  if (!flags.default_profile.empty()) {
+    if (Status st = profiles->SetDefault(flags.default_profile); !st.ok()) {
+      std::cerr << "airlock: --default-profile: " << st.ToString() << "\n";
+      return 2;
+    }
+  }
+
+  auto auth = api::Authenticator::Load(flags.tokens_file, std::getenv("AIRLOCK_TOKENS"));
+  if (!auth.ok()) {
+    std::cerr << "airlock: " << auth.status().ToString() << "\n";
+    return 2;
+  }
+  if (!auth->enabled() && !api::IsLoopback(options.host) && !options.insecure) {
+    std::cerr << "airlock: --listen " << flags.listen
+              << " is reachable from other machines and no token is configured: anyone who can reach it could "
+                 "run code. Give tokens (--tokens-file FILE or AIRLOCK_TOKENS=name:token), or add --insecure if a "
+                 "proxy in front of airlock authenticates.\n";
+    return 2;
+  }
+
+  auto host = isolation::PrepareHost(host_options);
+  if (!host.ok()) {
+    std::cerr << "airlock: this host cannot run sandboxes: " << host.status().ToString()
+              << "\n(`airlock check` lists every layer; --allow-degraded=cgroup,landlock runs without those)\n";
+    return kExitAirlockError;
+  }
+
+  auto audit = api::AuditLog::Open(flags.audit_log);
+  if (!audit.ok()) {
+    std::cerr << "airlock: " << audit.status().ToString() << "\n";
+    return 2;
+  }
+
+  service::ServiceOptions sopts;
+  sopts.profiles = std::move(*profiles);
+  sopts.host = &*host;
+  sopts.max_code_bytes = options.max_code_bytes;
+  auto svc = service::Service::Create(std::move(sopts));
+  if (!svc.ok()) {
+    std::cerr << "airlock: " << svc.status().ToString() << "\n";
+    return kExitAirlockError;
+  }
+
+  Status st;
+  {
+    api::Server server(options, **svc, std::move(*auth), std::move(*audit));
+    st = server.Run();
+  }
+  if (!st.ok()) {
+    std::cerr << "airlock: " << st.ToString() << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace airlock::cli

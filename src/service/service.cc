@@ -1,0 +1,374 @@
+#include "service/service.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "analyzer/analyzer.h"
+#include "base/log.h"
+#include "model/runner_protocol.h"
+#include "profile/units.h"
+#include "service/embedded_runner.h"
+#include "service/sha256.h"
+
+namespace airlock::service {
+namespace {
+
+constexpr const char* kRunnerPath = "/sandbox/airlock_runner.py";
+constexpr const char* kConfigPath = "/sandbox/config.json";
+constexpr const char* kCodePath = "/sandbox/main.py";
+
+bool IsBlank(std::string_view code) {
+  return std::all_of(code.begin(), code.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+}
+
+analyzer::Policy PolicyFor(const profile::Profile& p, size_t max_code_bytes) {
+  analyzer::Policy policy;
+  if (!p.any_import) policy.allowed_imports = p.allowed_imports;
+  auto has = [&](profile::ScanStage s) {
+    return std::find(p.scan_stages.pre.begin(), p.scan_stages.pre.end(), s) != p.scan_stages.pre.end() &&
+           p.ModeOf(s) != profile::AuditMode::kOff;
+  };
+  if (has(profile::ScanStage::kBlocklistAudit)) {
+    for (const auto& e : p.blocklist) policy.blocklist.emplace_back(e.module, e.attr);
+  }
+  policy.python_guardrails = has(profile::ScanStage::kAstScan);
+  policy.audit_patterns = has(profile::ScanStage::kAuditPatterns);
+  policy.max_code_bytes = std::max(max_code_bytes, policy.max_code_bytes);
+  return policy;
+}
+
+// The profile stage a finding belongs to; nullopt when the analyzer names a
+// stage the profile model does not know (treated as ast_scan).
+profile::ScanStage StageOf(const analyzer::Finding& f) {
+  std::string_view stage = analyzer::RuleStage(f.rule);
+  if (stage == "blocklist_audit") return profile::ScanStage::kBlocklistAudit;
+  if (stage == "audit" || stage == "audit_patterns") return profile::ScanStage::kAuditPatterns;
+  return profile::ScanStage::kAstScan;
+}
+
+model::Violation ToViolation(const analyzer::Finding& f, profile::ScanStage stage) {
+  model::Violation v;
+  v.rule = f.rule;
+  v.message = f.message;
+  v.line = f.line;
+  v.col = f.col;
+  v.severity = std::string(analyzer::SeverityName(f.severity));
+  v.stage = std::string(profile::ScanStageName(stage));
+  v.compat = analyzer::FormatViolation(f);
+  return v;
+}
+
+model::ApiError Invalid(std::string field, std::string message) {
+  return model::ApiError{model::ErrorKind::kUnprocessable, std::move(message), std::move(field)};
+}
+
+// A size of the request's `limits` in the profile's unit syntax.
+bool ParseRequestSize(const std::optional<std::string>& text, const char* field, std::optional<int64_t>* out,
+                      model::ApiError* error) {
+  if (!text) return true;
+  auto bytes = profile::ParseSize(*text);
+  if (!bytes.ok() || *bytes <= 0) {
+    *error = Invalid(std::string("limits.") + field,
+                     std::string("limits.") + field + ": '" + *text + "' is not a positive size (e.g. 134217728, 128Mi, 1Gi)");
+    return false;
+  }
+  *out = *bytes;
+  return true;
+}
+
+model::EffectiveLimitsView ToView(const profile::EffectiveLimits& e) {
+  model::EffectiveLimitsView v;
+  v.profile = e.profile;
+  v.timeout_s = e.timeout_s;
+  v.memory_bytes = e.memory_bytes;
+  v.cpu_cores = e.cpu_cores;
+  v.cpu_time_s = e.cpu_time_s;
+  v.pids = e.pids;
+  v.disk_bytes = e.disk_bytes;
+  v.output_bytes = e.output_bytes;
+  v.clamped = e.clamped;
+  return v;
+}
+
+}  // namespace
+
+bool ChannelBuffer::ReadFrom(int fd) {
+  char buf[65536];
+  // Bounded work per call, so one chatty run cannot starve the event loop.
+  for (int i = 0; i < 16; ++i) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN;
+    }
+    if (n == 0) return false;
+    size_t room = data_.size() < cap_ ? cap_ - data_.size() : 0;
+    size_t keep = std::min(room, static_cast<size_t>(n));
+    data_.append(buf, keep);
+    if (keep < static_cast<size_t>(n)) truncated_ = true;
+  }
+  return true;
+}
+
+model::RunReport ToRunReport(const exec::RunResult& r) {
+  model::RunReport m;
+  m.exit_code = r.exit_code;
+  m.signal = r.signal;
+  m.timed_out = r.timed_out;
+  if (const char* reason = exec::KillReasonName(r.kill_reason)) m.kill_reason = reason;
+  m.kill_detail = r.kill_detail;
+  m.stdout_text = r.out.data;
+  m.stderr_text = r.err.data;
+  m.stdout_truncated = r.out.truncated;
+  m.stderr_truncated = r.err.truncated;
+  m.duration_ms = r.duration_ms;
+  m.cpu_ms = r.cpu_ms;
+  m.max_rss_kb = r.max_rss_kb;
+  for (const auto& l : r.isolation.layers) m.layers.push_back({l.name, l.enforced, l.detail});
+  m.landlock_abi = r.isolation.landlock_abi;
+  m.cgroup_version = r.isolation.cgroup_version;
+  return m;
+}
+
+StatusOr<std::unique_ptr<Service>> Service::Create(ServiceOptions options) {
+  if (options.host == nullptr) return InvalidArgument("Service::Create: no HostSetup given");
+  if (options.profiles.empty()) return InvalidArgument("Service::Create: no profiles loaded");
+  std::unique_ptr<Service> s(new Service(std::move(options)));
+  for (const profile::Profile& p : s->options_.profiles.profiles()) {
+    s->analyzers_.emplace(p.name, analyzer::Analyzer(PolicyFor(p, s->options_.max_code_bytes)));
+  }
+  return s;
+}
+
+Service::~Service() = default;
+
+Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& request_id) const {
+  Prepared out;
+  out.code_bytes = static_cast<int64_t>(req.code.size());
+  out.code_sha256 = Sha256Hex(req.code);
+
+  // 1. The profile.
+  const profile::Profile* p = req.profile ? options_.profiles.Find(*req.profile) : &options_.profiles.Default();
+  if (p == nullptr) {
+    std::string names;
+    for (const std::string& n : options_.profiles.Names()) names += (names.empty() ? "" : ", ") + n;
+    out.error = Invalid("profile", "profile: '" + *req.profile + "' is not a profile of this server (available: " +
+                                       names + ")");
+    return out;
+  }
+  out.profile_name = p->name;
+
+  // 2. The limits: an out-of-range timeout is the caller's mistake (422, as
+  // on the fips sidecar); the other limits are clamped to the ceilings and
+  // the clamping echoed.
+  profile::RequestedLimits asked;
+  asked.timeout_s = req.timeout_s;
+  if (Status st = profile::Validate(*p, asked); !st.ok()) {
+    out.error = Invalid("timeout", st.message());
+    return out;
+  }
+  if (!ParseRequestSize(req.limits.memory, "memory", &asked.memory_bytes, &out.error) ||
+      !ParseRequestSize(req.limits.disk, "disk", &asked.disk_bytes, &out.error) ||
+      !ParseRequestSize(req.limits.output, "output", &asked.output_bytes, &out.error)) {
+    return out;
+  }
+  asked.cpu_cores = req.limits.cpu;
+  asked.cpu_time_s = req.limits.cpu_time;
+  asked.pids = req.limits.pids;
+  profile::EffectiveLimits limits = profile::Clamp(*p, asked);
+
+  // 3. Empty code: the fips sidecar's 400.
+  if (IsBlank(req.code)) {
+    out.error = model::ApiError{model::ErrorKind::kBadRequest, "No code provided", ""};
+    return out;
+  }
+
+  // 4. Static analysis under the profile's modes.
+  std::vector<model::Violation> rejecting, warnings;
+  auto an = analyzers_.find(p->name);
+  if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
+    analyzer::Result r = an->second.Analyze(req.code);
+    for (const analyzer::Finding& f : r.findings) {
+      profile::ScanStage stage = StageOf(f);
+      bool listed = std::find(p->scan_stages.pre.begin(), p->scan_stages.pre.end(), stage) != p->scan_stages.pre.end();
+      // Syntax-level findings belong to ast_scan; without it, Python reports them at run time.
+      if (!listed) continue;
+      profile::AuditMode mode = p->ModeOf(stage);
+      if (mode == profile::AuditMode::kOff) continue;
+      model::Violation v = ToViolation(f, stage);
+      if (f.severity == analyzer::Severity::kError && mode == profile::AuditMode::kEnforce) {
+        rejecting.push_back(std::move(v));
+      } else {
+        warnings.push_back(std::move(v));
+      }
+    }
+  }
+  if (!rejecting.empty()) {
+    out.verdict = Verdict::kRejected;
+    out.error = model::ApiError{model::ErrorKind::kPolicy, "Code validation failed", ""};
+    out.violations = std::move(rejecting);
+    return out;
+  }
+
+  // 5. The Spec.
+  auto plan = std::make_unique<Plan>();
+  plan->request_id = request_id;
+  plan->profile_name = p->name;
+  plan->warnings = std::move(warnings);
+
+  model::RunnerConfig cfg;
+  cfg.code_path = kCodePath;
+  cfg.filename = "main.py";
+  cfg.any_import = p->any_import;
+  cfg.allowed_imports = p->allowed_imports;
+  cfg.runtime_imports_mode = p->audit.runtime_imports == profile::AuditMode::kObserve ? "observe" : "enforce";
+  for (const auto& e : p->blocklist) cfg.blocklist.emplace_back(e.module, e.attr);
+  // preimport is for the warm interpreter (zygote); on this cold path every
+  // run would pay for it (numpy + pandas + scipy: ~1 s). Library-internal
+  // imports are allowed by the runner's hook anyway, so nothing changes for
+  // user code.
+  cfg.capture_figures = p->matplotlib;
+  cfg.result_fd = 3;
+  cfg.max_result_bytes = options_.max_result_bytes;
+
+  isolation::Spec& spec = plan->spec;
+  spec.argv = {"/usr/bin/python3", "-I", "-B", kRunnerPath, kConfigPath};
+  spec.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8",
+              "LC_ALL=C.UTF-8", "USER=sandbox", "MPLBACKEND=Agg", "MPLCONFIGDIR=/tmp/.matplotlib",
+              "PYTHONIOENCODING=utf-8"};
+  spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
+  spec.files.push_back({kCodePath, req.code, 0444});
+  spec.files.push_back({kConfigPath, model::RunnerConfigToJson(cfg), 0444});
+  spec.limits.memory_bytes = limits.memory_bytes;
+  spec.limits.pids = limits.pids;
+  spec.limits.cpus = limits.cpu_cores;
+  spec.limits.cpu_time_ms = static_cast<int64_t>(std::ceil(limits.cpu_time_s * 1000));
+  spec.limits.disk_bytes = limits.disk_bytes;
+  spec.degradable = options_.host->degradable;
+
+  plan->options.timeout_s = limits.timeout_s;
+  plan->options.output_cap = limits.output_bytes;
+  plan->limits = std::move(limits);
+  out.verdict = Verdict::kRun;
+  out.plan = std::move(plan);
+  return out;
+}
+
+StatusOr<std::unique_ptr<exec::Execution>> Service::Start(Plan& plan) const {
+  // The channel is made here, right before the launch, not when the request
+  // was prepared: every run launched while a write end exists in this process
+  // inherits a copy of it, which would hold the channel open past the run.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe2 (result channel)");
+  plan.events_read.reset(fds[0]);
+  plan.events_write.reset(fds[1]);
+  if (::fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) return ErrnoError("fcntl(O_NONBLOCK) on the result channel");
+  plan.spec.extra_fd = fds[1];
+  auto ex = exec::Execution::Start(*options_.host, plan.spec, plan.options);
+  // The run holds its own copy now (or never will): ours must go, or the
+  // channel would never reach EOF.
+  plan.events_write.reset();
+  plan.spec.extra_fd = -1;
+  return ex;
+}
+
+model::ExecuteResponse Service::Complete(const Plan& plan, const exec::RunResult& result,
+                                         const ChannelBuffer& channel) const {
+  model::ExecuteResponse r;
+  r.request_id = plan.request_id;
+  r.run = ToRunReport(result);
+  r.limits = ToView(plan.limits);
+  r.warnings = plan.warnings;
+  model::RunnerEvents ev = model::ParseRunnerEvents(channel.data(), channel.truncated());
+  if (ev.malformed_lines > 0) {
+    log::Debug("request " + plan.request_id + ": " + std::to_string(ev.malformed_lines) +
+               " malformed line(s) on the result channel");
+  }
+  r.results = std::move(ev.displays);
+  if (ev.main_result) {
+    r.result = ev.main_result->text_plain;
+    r.results.push_back(std::move(*ev.main_result));
+  }
+  r.results_truncated = ev.truncated;
+  r.error = std::move(ev.error);
+  if (r.error && (r.error->name == "AirlockConfigError" || r.error->name == "AirlockRunnerError") &&
+      ev.end_exit_code == 2) {
+    // The runner's own failure, not the user's: something here is wrong.
+    log::Error("request " + plan.request_id + ": the in-sandbox runner failed: " + r.error->value);
+  }
+  return r;
+}
+
+StatusOr<model::ExecuteResponse> Service::RunBlocking(const model::ExecuteRequest& request,
+                                                      const std::string& request_id) const {
+  Prepared p = Prepare(request, request_id);
+  if (p.verdict == Verdict::kRejected) {
+    std::string msg = "code validation failed:";
+    for (const auto& v : p.violations) msg += " " + v.compat + ";";
+    return InvalidArgument(msg);
+  }
+  if (p.verdict != Verdict::kRun) return InvalidArgument(p.error.message);
+  Plan& plan = *p.plan;
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::Execution> ex, Start(plan));
+  ChannelBuffer channel(options_.max_event_bytes);
+  bool channel_open = true;
+  while (!ex->Exited()) {
+    int wait_ms = ex->OnTick();
+    struct pollfd fds[4];
+    nfds_t n = 0;
+    for (int fd : {ex->stdout_fd(), ex->stderr_fd(), ex->pidfd(), channel_open ? plan.events_read.get() : -1}) {
+      if (fd >= 0) fds[n++] = {fd, POLLIN, 0};
+    }
+    int r = ::poll(fds, n, wait_ms);
+    if (r < 0 && errno != EINTR) return ErrnoError("poll");
+    for (nfds_t i = 0; i < n && r > 0; ++i) {
+      if (!fds[i].revents) continue;
+      if (fds[i].fd == plan.events_read.get()) channel_open = channel.ReadFrom(fds[i].fd);
+      else ex->OnReadable(fds[i].fd);
+    }
+  }
+  // Every process of the run is gone: what is left in the channel is all there is.
+  while (channel_open && channel.ReadFrom(plan.events_read.get())) {
+    struct pollfd pfd = {plan.events_read.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 100) <= 0) break;
+  }
+  exec::RunResult result = ex->Finish();
+  return Complete(plan, result, channel);
+}
+
+model::ProfileView Service::View(const profile::Profile& p) const {
+  model::ProfileView v;
+  v.name = p.name;
+  v.description = p.description;
+  v.extends = p.extends;
+  v.any_import = p.any_import;
+  v.allowed_imports = p.allowed_imports;
+  for (const auto& e : p.blocklist) v.blocklist.emplace_back(e.module, e.attr);
+  v.preimport = p.preimport;
+  for (auto s : p.scan_stages.pre) v.scan_pre.emplace_back(profile::ScanStageName(s));
+  for (auto s : p.scan_stages.post) v.scan_post.emplace_back(profile::ScanStageName(s));
+  v.audit_modes = {{"ast_scan", std::string(profile::AuditModeName(p.audit.ast_scan))},
+                   {"blocklist_audit", std::string(profile::AuditModeName(p.audit.blocklist_audit))},
+                   {"audit_patterns", std::string(profile::AuditModeName(p.audit.audit_patterns))},
+                   {"runtime_imports", std::string(profile::AuditModeName(p.audit.runtime_imports))}};
+  v.memory_bytes = p.resources.memory_bytes;
+  v.cpu_cores = p.resources.cpu_cores;
+  v.timeout_max_s = p.resources.timeout_max_s;
+  v.timeout_default_s = p.resources.timeout_default_s;
+  v.pids = p.resources.pids;
+  v.disk_bytes = p.resources.disk_bytes;
+  v.output_bytes = p.resources.output_bytes;
+  v.cpu_time_s = p.resources.cpu_time_s;
+  v.language = std::string(profile::LanguageName(p.language));
+  v.network = std::string(profile::NetworkName(p.network));
+  v.matplotlib = p.matplotlib;
+  v.is_default = p.name == options_.profiles.default_name();
+  return v;
+}
+
+}  // namespace airlock::service

@@ -1,0 +1,135 @@
+// service::Service: the one facade every surface (HTTP, CLI, MCP) goes through
+// to run code: resolve the profile → validate and clamp the limits → analyze →
+// build the Spec → run → assemble the response. It owns no thread and no event
+// loop: the caller drives the run (api/ does it asynchronously; RunBlocking
+// does it with poll()).
+//
+//   ASSIGN_OR_RETURN(auto svc, Service::Create({std::move(profiles), &host}));
+//   Prepared p = svc->Prepare(request, "req_1");
+//   switch (p.verdict) {
+//     case Verdict::kInvalid:  reply(p.error);                 // 400/413/422
+//     case Verdict::kRejected: reply400(p.violations);         // policy
+//     case Verdict::kRun: {
+//       auto ex = svc->Start(*p.plan);                        // blocking: a worker thread
+//       ... feed ex (stdout_fd/stderr_fd/pidfd) and p.plan->events_read into a ChannelBuffer ...
+//       model::ExecuteResponse r = svc->Complete(*p.plan, ex->Finish(), channel);
+//     }
+//   }
+//
+// Every method is const and thread-safe: one Service serves all requests.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analyzer/analyzer.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "exec/execution.h"
+#include "isolation/sandbox.h"
+#include "isolation/spec.h"
+#include "model/execute.h"
+#include "profile/limits.h"
+#include "profile/profile.h"
+
+namespace airlock::service {
+
+struct ServiceOptions {
+  profile::ProfileSet profiles;
+  const isolation::HostSetup* host = nullptr;  // outlives the Service
+  size_t max_code_bytes = size_t{1} << 20;
+  // Bytes of result events kept per run (the channel is untrusted: bounded).
+  size_t max_event_bytes = size_t{8} << 20;
+  // Bytes of display results (figures, reprs) the runner may send per run.
+  int64_t max_result_bytes = int64_t{4} << 20;
+};
+
+// A request that passed every check, ready to start.
+struct Plan {
+  std::string request_id;
+  std::string profile_name;
+  profile::EffectiveLimits limits;
+  std::vector<model::Violation> warnings;  // findings that did not reject the code
+  isolation::Spec spec;
+  exec::RunOptions options;
+  // The result channel (fd 3 in the run), made by Start(): the non-blocking
+  // read end, and the write end Start() closes once the run holds it.
+  UniqueFd events_read;
+  UniqueFd events_write;
+};
+
+enum class Verdict { kRun, kRejected, kInvalid };
+
+struct Prepared {
+  Verdict verdict = Verdict::kInvalid;
+  std::unique_ptr<Plan> plan;                // kRun
+  model::ApiError error;                     // kInvalid (and the message of kRejected)
+  std::vector<model::Violation> violations;  // kRejected: the findings that rejected the code
+  // For the audit record, whatever the verdict.
+  std::string profile_name;
+  std::string code_sha256;
+  int64_t code_bytes = 0;
+};
+
+// The result channel of one run, kept up to a cap: what comes beyond it is
+// read and dropped (so the runner never blocks on a full pipe) and marked.
+class ChannelBuffer {
+ public:
+  explicit ChannelBuffer(size_t cap) : cap_(cap) {}
+  // Reads what `fd` (non-blocking) has now. Returns false once it reached EOF
+  // or failed, true while more may come.
+  bool ReadFrom(int fd);
+  const std::string& data() const { return data_; }
+  bool truncated() const { return truncated_; }
+
+ private:
+  size_t cap_;
+  std::string data_;
+  bool truncated_ = false;
+};
+
+class Service {
+ public:
+  static StatusOr<std::unique_ptr<Service>> Create(ServiceOptions options);
+  ~Service();
+
+  // Fast (no process is started): profile, limits, analysis, Spec. Safe to
+  // call from any thread.
+  Prepared Prepare(const model::ExecuteRequest& request, const std::string& request_id) const;
+
+  // Launches the run (clone + namespace setup: 5-20 ms, blocking). Call it
+  // from ONE thread for the whole process (a server's launcher thread): a run
+  // launched concurrently would inherit the other run's channel write end and
+  // hold it open. That thread must live as long as the runs (the run's init
+  // dies with the thread that launched it: PR_SET_PDEATHSIG).
+  StatusOr<std::unique_ptr<exec::Execution>> Start(Plan& plan) const;
+
+  // The response of a finished run.
+  model::ExecuteResponse Complete(const Plan& plan, const exec::RunResult& result,
+                                  const ChannelBuffer& channel) const;
+
+  // The whole path on the calling thread, blocking (the startup self-test,
+  // tests, a one-shot CLI). Errors: the request's (as kInvalid/kRejected
+  // Prepared outcomes turned into Status) or the launch's.
+  StatusOr<model::ExecuteResponse> RunBlocking(const model::ExecuteRequest& request,
+                                               const std::string& request_id) const;
+
+  const profile::ProfileSet& profiles() const { return options_.profiles; }
+  model::ProfileView View(const profile::Profile& profile) const;
+  size_t max_event_bytes() const { return options_.max_event_bytes; }
+
+ private:
+  explicit Service(ServiceOptions options) : options_(std::move(options)) {}
+
+  ServiceOptions options_;
+  std::map<std::string, analyzer::Analyzer, std::less<>> analyzers_;  // by profile name
+};
+
+// The `result`, `results`, `error` parts come from the runner; everything
+// else from the process status. Exposed for tests.
+model::RunReport ToRunReport(const exec::RunResult& result);
+
+}  // namespace airlock::service

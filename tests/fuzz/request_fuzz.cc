@@ -1,0 +1,71 @@
+// libFuzzer target for the HTTP service's untrusted-input parsers (src/model): execute
+// request bodies and the run's result channel. Any byte string must be handled without a
+// crash, a sanitizer report or deep recursion, and what comes out must hold the invariants
+// the server relies on (valid UTF-8 code under the cap; UTF-8 JSON responses).
+//   cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+//         -DAIRLOCK_FUZZ=ON && ninja -C build-fuzz request_fuzz
+//   build-fuzz/tests/fuzz/request_fuzz -max_len=65536 tests/fuzz/corpus/request
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "model/execute.h"
+#include "model/runner_protocol.h"
+
+namespace {
+
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace airlock::model;
+  std::string_view input(reinterpret_cast<const char*>(data), size);
+
+  // 1. A request body.
+  RequestCaps caps;
+  caps.max_code_bytes = 4096;
+  caps.max_depth = 16;
+  ExecuteRequest request;
+  ApiError error;
+  if (ParseExecuteRequest(input, caps, &request, &error)) {
+    Check(request.code.size() <= caps.max_code_bytes);
+    Check(IsValidUtf8(request.code));
+    Check(!request.timeout_s || *request.timeout_s == *request.timeout_s);  // not NaN
+  } else {
+    Check(!error.message.empty());
+    Check(error.kind == ErrorKind::kUnprocessable || error.kind == ErrorKind::kPayloadTooLarge);
+    Check(IsValidUtf8(ErrorToJson(error, "req_fuzz")));
+  }
+
+  // 2. The same bytes as a result channel (whole, and cut off) and as run output.
+  for (bool cut : {false, true}) {
+    RunnerEvents ev = ParseRunnerEvents(input, cut);
+    ExecuteResponse response;
+    response.run.stdout_text = std::string(input);
+    response.run.stderr_text = std::string(input.substr(0, size / 2));
+    response.run.stdout_truncated = cut;
+    response.results = ev.displays;
+    if (ev.main_result) {
+      response.result = ev.main_result->text_plain;
+      response.results.push_back(*ev.main_result);
+    }
+    response.error = ev.error;
+    response.limits.output_bytes = 51200;
+    std::string compat = CompatExecuteToJson(response);
+    std::string v1 = V1ExecuteToJson(response);
+    Check(IsValidUtf8(compat));
+    Check(IsValidUtf8(v1));
+    Check(compat.find('\n') == std::string::npos);  // control characters are escaped
+    AuditRecord audit;
+    audit.route = std::string(input.substr(0, 64));
+    audit.error = std::string(input);
+    std::string line = AuditRecordToJson(audit);
+    Check(line.find('\n') == std::string::npos);  // one record, one line
+    Check(IsValidUtf8(line));
+  }
+  return 0;
+}

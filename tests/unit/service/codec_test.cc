@@ -1,0 +1,198 @@
+// The HTTP service's JSON codec (src/model): request parsing and its caps, the response
+// shapes, the runner channel parser.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/execute.h"
+#include "model/runner_protocol.h"
+
+namespace airlock::model {
+namespace {
+
+bool Parse(const std::string& body, ExecuteRequest* req, ApiError* err, RequestCaps caps = {}) {
+  return ParseExecuteRequest(body, caps, req, err);
+}
+
+TEST(ParseExecuteRequest, Fields) {
+  ExecuteRequest r;
+  ApiError e;
+  ASSERT_TRUE(Parse(R"j({"code": "print(1)", "timeout": 2.5, "profile": "minimal", "language": "python",
+                        "limits": {"memory": "64Mi", "cpu": 0.25, "pids": 4, "output": 1000}, "extra": [1]})j",
+                    &r, &e))
+      << e.message;
+  EXPECT_EQ(r.code, "print(1)");
+  EXPECT_EQ(r.timeout_s, 2.5);
+  EXPECT_EQ(r.profile, "minimal");
+  EXPECT_EQ(r.limits.memory, "64Mi");
+  EXPECT_EQ(r.limits.cpu, 0.25);
+  EXPECT_EQ(r.limits.pids, 4);
+  EXPECT_EQ(r.limits.output, "1000");
+  ASSERT_TRUE(Parse(R"({"code": "x", "timeout": 3})", &r, &e));
+  EXPECT_EQ(r.timeout_s, 3.0);
+  ASSERT_TRUE(Parse(R"({"code": "x", "timeout": null, "files": []})", &r, &e));
+  EXPECT_FALSE(r.timeout_s.has_value());
+}
+
+TEST(ParseExecuteRequest, ErrorsNameTheField) {
+  struct Case {
+    const char* body;
+    ErrorKind kind;
+    const char* field;
+  } cases[] = {
+      {R"({"timeout": 1})", ErrorKind::kUnprocessable, "code"},
+      {R"({"code": 5})", ErrorKind::kUnprocessable, "code"},
+      {R"({"code": "x", "timeout": "1"})", ErrorKind::kUnprocessable, "timeout"},
+      {R"({"code": "x", "timeout": false})", ErrorKind::kUnprocessable, "timeout"},
+      {R"({"code": "x", "profile": ""})", ErrorKind::kUnprocessable, "profile"},
+      {R"({"code": "x", "language": "ruby"})", ErrorKind::kUnprocessable, "language"},
+      {R"({"code": "x", "limits": {"memory": -1}})", ErrorKind::kUnprocessable, "limits.memory"},
+      {R"({"code": "x", "limits": {"cpu": 0}})", ErrorKind::kUnprocessable, "limits.cpu"},
+      {R"({"code": "x", "limits": {"pids": 0}})", ErrorKind::kUnprocessable, "limits.pids"},
+      {R"({"code": "x", "limits": {"typo": 1}})", ErrorKind::kUnprocessable, "limits.typo"},
+      {R"({"code": "x", "limits": 3})", ErrorKind::kUnprocessable, "limits"},
+      {R"({"code": "x", "files": [{"name": "a"}]})", ErrorKind::kUnprocessable, "files"},
+      {R"({"code": "xxxxxxxxxxx"})", ErrorKind::kPayloadTooLarge, "code"},
+      {R"([1])", ErrorKind::kUnprocessable, ""},
+      {R"({"code": )", ErrorKind::kUnprocessable, ""},
+      {"", ErrorKind::kUnprocessable, ""},
+  };
+  RequestCaps caps;
+  caps.max_code_bytes = 10;
+  for (const Case& c : cases) {
+    ExecuteRequest r;
+    ApiError e;
+    EXPECT_FALSE(Parse(c.body, &r, &e, caps)) << c.body;
+    EXPECT_EQ(e.kind, c.kind) << c.body;
+    EXPECT_EQ(e.field, c.field) << c.body << ": " << e.message;
+    EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(ParseExecuteRequest, DepthAndEncoding) {
+  ExecuteRequest r;
+  ApiError e;
+  std::string deep = R"({"code": "x", "a": )" + std::string(40, '[') + std::string(40, ']') + "}";
+  EXPECT_FALSE(Parse(deep, &r, &e));
+  EXPECT_NE(e.message.find("nested deeper than 32"), std::string::npos);
+  // A million brackets: rejected before the parser sees them (no recursion).
+  EXPECT_FALSE(Parse(std::string(1 << 20, '['), &r, &e));
+  // Brackets inside strings do not count.
+  EXPECT_TRUE(Parse(R"({"code": ")" + std::string(100, '[') + R"("})", &r, &e));
+  EXPECT_FALSE(Parse("{\"code\": \"\xff\"}", &r, &e));
+  EXPECT_NE(e.message.find("UTF-8"), std::string::npos);
+  EXPECT_FALSE(Parse(R"({"code": "\udc80"})", &r, &e));  // a lone surrogate
+  EXPECT_TRUE(Parse("{\"code\": \"print('\xe4\xb8\x96')\"}", &r, &e));
+}
+
+TEST(IsValidUtf8, Rejects) {
+  size_t at = 0;
+  EXPECT_TRUE(IsValidUtf8("abc \xc3\xa9 \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsValidUtf8("ab\xc0\xaf", &at));  // overlong
+  EXPECT_EQ(at, 2u);
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // > U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xe4\xb8"));          // cut short
+}
+
+TEST(Responses, CompatShape) {
+  ExecuteResponse r;
+  r.run.stdout_text = "x\xff";
+  r.run.stdout_truncated = true;
+  r.run.signal = 9;
+  r.run.exit_code = 137;
+  r.run.timed_out = true;
+  r.run.kill_reason = "timeout";
+  r.limits.output_bytes = 51200;
+  r.limits.timeout_s = 1;
+  std::string j = CompatExecuteToJson(r);
+  // The invalid byte becomes U+FFFD (UTF-8 EF BF BD); the newline is escaped.
+  EXPECT_NE(j.find("\"stdout\":\"x\xEF\xBF\xBD\\n[output truncated at 50 KB]\""), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("exit_code":-9)"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"(Execution timed out after 1.0s)"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("result":null)"), std::string::npos) << j;
+  r.error = ErrorInfo{"ValueError", "bad", "tb"};
+  r.result = "42";
+  j = CompatExecuteToJson(r);
+  EXPECT_NE(j.find(R"("error":"ValueError: bad")"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("result":"42")"), std::string::npos) << j;
+}
+
+TEST(Responses, Rejection) {
+  Violation v{"import-not-allowed", "import of 'os' is not allowed", 1, 8, "error", "ast_scan",
+              "Line 1: import of 'os' is not allowed"};
+  EXPECT_EQ(RejectionToJson({v}, true, "r"),
+            R"({"error":"Code validation failed","violations":["Line 1: import of 'os' is not allowed"]})");
+  std::string v1 = RejectionToJson({v}, false, "r");
+  EXPECT_NE(v1.find(R"("col":8)"), std::string::npos);
+  EXPECT_NE(v1.find(R"("rule":"import-not-allowed")"), std::string::npos);
+  EXPECT_EQ(ErrorToJson({ErrorKind::kBadRequest, "No code provided", ""}, "r"), R"({"error":"No code provided"})");
+  std::string e = ErrorToJson({ErrorKind::kUnprocessable, "limits.memory: bad", "limits.memory"}, "r");
+  EXPECT_NE(e.find(R"("loc":["body","limits","memory"])"), std::string::npos) << e;
+}
+
+TEST(Responses, AuditRecordIsOneLine) {
+  AuditRecord a;
+  a.error = "line1\nline2\r\n{\"verdict\":\"forged\"}";
+  a.route = "/execute\n";
+  std::string line = AuditRecordToJson(a);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_EQ(line.find('\r'), std::string::npos);
+}
+
+TEST(RunnerEvents, TakesTheFinalBatch) {
+  std::string channel =
+      "{\"type\":\"result\",\"is_main_result\":true,\"data\":{\"text/plain\":\"forged\"}}\n"
+      "{\"type\":\"end\",\"exit_code\":0}\n"
+      "garbage line\n"
+      "{\"type\":\"result\",\"is_main_result\":false,\"data\":{\"image/png\":\"iVBO\",\"text/plain\":\"<Figure>\"}}\n"
+      "{\"type\":\"result\",\"is_main_result\":true,\"data\":{\"text/plain\":\"42\"}}\n"
+      "{\"type\":\"error\",\"name\":\"E\",\"value\":\"v\",\"traceback\":\"t\"}\n"
+      "{\"type\":\"end\",\"exit_code\":1}\n";
+  RunnerEvents ev = ParseRunnerEvents(channel, false);
+  ASSERT_TRUE(ev.main_result.has_value());
+  EXPECT_EQ(ev.main_result->text_plain, "42");
+  ASSERT_EQ(ev.displays.size(), 1u);
+  EXPECT_NE(ev.displays[0].data_json.find("image/png"), std::string::npos);
+  ASSERT_TRUE(ev.error.has_value());
+  EXPECT_EQ(ev.error->name, "E");
+  EXPECT_EQ(ev.end_exit_code, 1);
+  EXPECT_EQ(ev.malformed_lines, 1);
+  EXPECT_FALSE(ev.truncated);
+}
+
+TEST(RunnerEvents, NoEndNoResults) {
+  RunnerEvents ev = ParseRunnerEvents("{\"type\":\"result\",\"is_main_result\":true,\"data\":{\"text/plain\":\"1\"}}\n"
+                                      "{\"type\":\"error\",\"name\":\"E\",\"value\":\"\",\"traceback\":\"\"}\n",
+                                      false);
+  EXPECT_FALSE(ev.main_result.has_value());
+  EXPECT_FALSE(ev.error.has_value());
+  EXPECT_FALSE(ev.end_exit_code.has_value());
+}
+
+TEST(RunnerEvents, HostileLines) {
+  std::string deep = "{\"type\":\"result\",\"data\":" + std::string(100, '[') + std::string(100, ']') + "}\n";
+  RunnerEvents ev = ParseRunnerEvents(deep + "{\"type\":1}\n[]\n\xff\xfe\n{\"type\":\"end\",\"exit_code\":0}\n"
+                                      "{\"type\":\"end\",\"exit_code\":0",
+                                      true);
+  EXPECT_EQ(ev.malformed_lines, 4);
+  EXPECT_EQ(ev.end_exit_code, 0);
+  EXPECT_TRUE(ev.truncated);
+}
+
+TEST(RunnerConfig, Json) {
+  RunnerConfig c;
+  c.any_import = true;
+  std::string j = RunnerConfigToJson(c);
+  EXPECT_NE(j.find(R"("allowed_imports":null)"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("result_fd":3)"), std::string::npos) << j;
+  c.any_import = false;
+  c.allowed_imports = {"math"};
+  c.blocklist = {{"pandas", "read_pickle"}};
+  j = RunnerConfigToJson(c);
+  EXPECT_NE(j.find(R"("allowed_imports":["math"])"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("blocklist":[["pandas","read_pickle"]])"), std::string::npos) << j;
+}
+
+}  // namespace
+}  // namespace airlock::model

@@ -1,0 +1,163 @@
+// service::Service: the verdicts of Prepare (no process started) and, where the host can
+// run sandboxes, the whole path through RunBlocking.
+#include "service/service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "profile/loader.h"
+
+namespace airlock::service {
+namespace {
+
+constexpr const char* kStrict = R"(name: strict
+description: test
+imports:
+  allowed: [math]
+blocklist: [[math, factorial]]
+resources: {memory: 64Mi, timeout_max: 5, timeout_default: 2, pids: 16}
+scan_stages: {pre: [ast_scan, blocklist_audit], post: []}
+)";
+constexpr const char* kWatch = R"(name: watch
+description: observe only
+imports:
+  allowed: [math]
+resources: {timeout_max: 5, timeout_default: 2}
+audit: {mode: {ast_scan: observe, runtime_imports: observe}}
+)";
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto set = profile::ParseProfiles({{"strict.yaml", kStrict}, {"watch.yaml", kWatch}});
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    ServiceOptions o;
+    o.profiles = std::move(*set);
+    o.host = &host_;
+    auto s = Service::Create(std::move(o));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    svc_ = std::move(*s);
+  }
+
+  Prepared Prep(const std::string& code, std::optional<double> timeout = std::nullopt,
+                std::optional<std::string> profile = std::nullopt) {
+    model::ExecuteRequest r;
+    r.code = code;
+    r.timeout_s = timeout;
+    r.profile = profile;
+    return svc_->Prepare(r, "req_test");
+  }
+
+  isolation::HostSetup host_;
+  std::unique_ptr<Service> svc_;
+};
+
+TEST_F(ServiceTest, RunVerdictBuildsTheSpec) {
+  Prepared p = Prep("import math\nprint(math.pi)", 1.5);
+  ASSERT_EQ(p.verdict, Verdict::kRun) << p.error.message;
+  EXPECT_EQ(p.profile_name, "strict");  // the default: first by name without "minimal"
+  EXPECT_EQ(p.code_sha256.size(), 64u);
+  const Plan& plan = *p.plan;
+  EXPECT_EQ(plan.limits.timeout_s, 1.5);
+  EXPECT_EQ(plan.options.timeout_s, 1.5);
+  EXPECT_EQ(plan.spec.limits.memory_bytes, 64 << 20);
+  EXPECT_EQ(plan.spec.limits.pids, 16);
+  EXPECT_EQ(plan.spec.argv.back(), "/sandbox/config.json");
+  ASSERT_EQ(plan.spec.files.size(), 3u);
+  EXPECT_NE(plan.spec.files[0].content.find("def "), std::string::npos);  // the embedded runner
+  EXPECT_EQ(plan.spec.files[1].content, "import math\nprint(math.pi)");
+  EXPECT_NE(plan.spec.files[2].content.find(R"("allowed_imports":["math"])"), std::string::npos);
+  EXPECT_EQ(plan.spec.extra_fd, -1);  // the channel is made at Start()
+  for (const std::string& e : plan.spec.env) EXPECT_EQ(e.find("AIRLOCK"), std::string::npos) << e;
+}
+
+TEST_F(ServiceTest, DefaultTimeoutAndRange) {
+  Prepared p = Prep("print(1)");
+  ASSERT_EQ(p.verdict, Verdict::kRun);
+  EXPECT_EQ(p.plan->limits.timeout_s, 2);
+  for (double bad : {0.0, -1.0, 5.01, 60.0}) {
+    p = Prep("print(1)", bad);
+    EXPECT_EQ(p.verdict, Verdict::kInvalid) << bad;
+    EXPECT_EQ(p.error.kind, model::ErrorKind::kUnprocessable);
+    EXPECT_EQ(p.error.field, "timeout");
+  }
+}
+
+TEST_F(ServiceTest, EmptyCodeAndUnknownProfile) {
+  Prepared p = Prep(" \n\t");
+  EXPECT_EQ(p.verdict, Verdict::kInvalid);
+  EXPECT_EQ(p.error.kind, model::ErrorKind::kBadRequest);
+  EXPECT_EQ(p.error.message, "No code provided");
+  p = Prep("print(1)", std::nullopt, "nope");
+  EXPECT_EQ(p.error.kind, model::ErrorKind::kUnprocessable);
+  EXPECT_EQ(p.error.field, "profile");
+  EXPECT_NE(p.error.message.find("strict, watch"), std::string::npos) << p.error.message;
+}
+
+TEST_F(ServiceTest, EnforceRejectsObserveWarns) {
+  Prepared p = Prep("import os\nimport math\nmath.factorial(3)");
+  ASSERT_EQ(p.verdict, Verdict::kRejected);
+  ASSERT_GE(p.violations.size(), 2u);
+  EXPECT_EQ(p.violations[0].rule, "import-not-allowed");
+  EXPECT_EQ(p.violations[0].compat, "Line 1: import of 'os' is not allowed (not in allowed imports)");
+  bool blocklist = false;
+  for (const auto& v : p.violations) blocklist = blocklist || v.stage == "blocklist_audit";
+  EXPECT_TRUE(blocklist);
+
+  p = Prep("import os\nprint(os.getcwd())", std::nullopt, "watch");
+  ASSERT_EQ(p.verdict, Verdict::kRun);
+  ASSERT_FALSE(p.plan->warnings.empty());
+  EXPECT_EQ(p.plan->warnings[0].rule, "import-not-allowed");
+  EXPECT_NE(p.plan->spec.files[2].content.find(R"("runtime_imports_mode":"observe")"), std::string::npos);
+}
+
+TEST(ChannelBuffer, CapsAndEof) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::string chunk(1000, 'x');
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(write(fds[1], chunk.data(), chunk.size()), 1000);
+  close(fds[1]);
+  ChannelBuffer b(2500);
+  EXPECT_FALSE(b.ReadFrom(fds[0]));  // all read, then EOF
+  EXPECT_EQ(b.data().size(), 2500u);
+  EXPECT_TRUE(b.truncated());
+  close(fds[0]);
+}
+
+TEST(ServiceRun, WholePath) {
+  isolation::HostOptions ho;
+  auto host = isolation::PrepareHost(ho);
+  if (!host.ok()) {
+    if (!getenv("AIRLOCK_MUST_WORK")) GTEST_SKIP() << "this host cannot run sandboxes: " << host.status().ToString();
+    FAIL() << host.status().ToString();
+  }
+  auto set = profile::ParseProfiles({{"strict.yaml", kStrict}});
+  ASSERT_TRUE(set.ok());
+  ServiceOptions o;
+  o.profiles = std::move(*set);
+  o.host = &*host;
+  auto svc = Service::Create(std::move(o));
+  ASSERT_TRUE(svc.ok());
+  model::ExecuteRequest req;
+  req.code = "import math\nprint('hi')\nx = 3\n\ndef f():\n    return 1 / 0\nprint(x)\nmath.sqrt(16)\n";
+  auto r = (*svc)->RunBlocking(req, "req_1");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->run.stdout_text, "hi\n3\n");
+  EXPECT_EQ(r->result, "4.0");
+  EXPECT_FALSE(r->error.has_value());
+  EXPECT_EQ(r->run.exit_code, 0);
+
+  req.code = "x = 1\n\ndef f():\n    return 1 / 0\n\nf()\n";
+  r = (*svc)->RunBlocking(req, "req_2");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->run.exit_code, 1);
+  ASSERT_TRUE(r->error.has_value());
+  EXPECT_EQ(r->error->name, "ZeroDivisionError");
+  EXPECT_NE(r->error->traceback.find("File \"main.py\", line 4"), std::string::npos) << r->error->traceback;
+  EXPECT_EQ(r->error->traceback.find("/sandbox"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace airlock::service
