@@ -9,7 +9,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   # build
-  build-essential cmake ninja-build pkg-config clang
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   libseccomp-dev libre2-dev libyaml-cpp-dev nlohmann-json3-dev libboost-dev libcli11-dev python3-dev
   # tests
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3-httpx
