@@ -500,6 +500,9 @@ class Session : public std::enable_shared_from_this<Session> {
       // oversized body), so that it sees our answer rather than a reset.
       error_code ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      // One absolute deadline for the whole discard: a client trickling a byte
+      // at a time must not hold the connection open.
+      stream_.expires_after(std::chrono::seconds(2));
       Discard(0);
       return;
     }
@@ -511,7 +514,6 @@ class Session : public std::enable_shared_from_this<Session> {
     state_ = State::kClosed;
     if (total > (size_t{64} << 20)) return Close();
     if (!discard_) discard_ = std::make_unique<char[]>(65536);
-    stream_.expires_after(std::chrono::seconds(2));
     stream_.async_read_some(net::buffer(discard_.get(), 65536),
                             [self = shared_from_this(), total](const error_code& ec, size_t n) {
                               if (ec) return self->Close();

@@ -1,4 +1,6 @@
 // `airlock run FILE|-`: one program, one fresh sandbox, its exit code.
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -6,6 +8,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/unique_fd.h"
 #include "cli/commands.h"
 #include "exec/python_spec.h"
 #include "exec/execution.h"
@@ -112,6 +115,14 @@ int RunCommand(const RunFlags& flags) {
       WriteAll(s == exec::Stream::kStdout ? STDOUT_FILENO : STDERR_FILENO, data);
     };
   }
+  // Ctrl-C, SIGTERM and SIGHUP cancel the run (and remove its cgroup) instead
+  // of killing airlock with the run's state left behind.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
+  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  UniqueFd stop_fd(signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
+  options.cancel_fd = stop_fd.get();
   auto result = exec::RunToCompletion(*host, spec, std::move(options));
   if (!result.ok()) {
     std::cerr << "airlock: " << result.status().ToString() << "\n";
@@ -130,6 +141,11 @@ int RunCommand(const RunFlags& flags) {
   }
   if (const char* reason = exec::KillReasonName(result->kill_reason)) {
     std::cerr << "airlock: run killed (" << reason << "): " << result->kill_detail << "\n";
+  }
+  if (result->kill_reason == exec::KillReason::kCancelled) {
+    struct signalfd_siginfo info {};
+    if (read(stop_fd.get(), &info, sizeof info) == sizeof info) return 128 + static_cast<int>(info.ssi_signo);
+    return 128 + SIGINT;
   }
   return result->exit_code;
 }

@@ -54,13 +54,13 @@ void Execution::OnReadable(int fd) {
   if (fd == run_.pidfd.get()) {
     exited_ = true;
   } else if (fd == run_.stdout_fd.get()) {
-    ReadStream(Stream::kStdout);
+    ReadStream(Stream::kStdout, false);
   } else if (fd == run_.stderr_fd.get()) {
-    ReadStream(Stream::kStderr);
+    ReadStream(Stream::kStderr, false);
   }
 }
 
-void Execution::ReadStream(Stream s) {
+void Execution::ReadStream(Stream s, bool final) {
   bool& eof = s == Stream::kStdout ? out_eof_ : err_eof_;
   StreamCapture& cap = s == Stream::kStdout ? result_.out : result_.err;
   int fd = s == Stream::kStdout ? run_.stdout_fd.get() : run_.stderr_fd.get();
@@ -70,7 +70,10 @@ void Execution::ReadStream(Stream s) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno != EAGAIN) eof = true;
+      // After init is reaped no process of the run exists, so an empty pipe is
+      // the end even when a write end survives elsewhere (passed over SCM_RIGHTS
+      // into a unix socket's queue, for instance).
+      if (errno != EAGAIN || final) eof = true;
       return;
     }
     if (n == 0) {
@@ -139,8 +142,8 @@ RunResult Execution::Finish() {
   auto exit = isolation::Reap(run_);
   // Every process of the run is gone once init is reaped (the kernel tears the
   // pid namespace down first), so the pipes reach EOF now.
-  while (!out_eof_) ReadStream(Stream::kStdout);
-  while (!err_eof_) ReadStream(Stream::kStderr);
+  while (!out_eof_) ReadStream(Stream::kStdout, /*final=*/true);
+  while (!err_eof_) ReadStream(Stream::kStderr, /*final=*/true);
   result_.duration_ms = MillisSince(start_);
 
   isolation::CgroupStats st;
@@ -186,18 +189,25 @@ RunResult Execution::Finish() {
 
 StatusOr<RunResult> RunToCompletion(const isolation::HostSetup& host, const isolation::Spec& spec,
                                     RunOptions options) {
+  int cancel_fd = options.cancel_fd;
   ASSIGN_OR_RETURN(auto ex, Execution::Start(host, spec, std::move(options)));
   while (!ex->Exited()) {
     int wait_ms = ex->OnTick();
-    struct pollfd fds[3];
+    struct pollfd fds[4];
     int n = 0;
-    for (int fd : {ex->stdout_fd(), ex->stderr_fd(), ex->pidfd()}) {
+    for (int fd : {ex->stdout_fd(), ex->stderr_fd(), ex->pidfd(), cancel_fd}) {
       if (fd >= 0) fds[n++] = {fd, POLLIN, 0};
     }
     int r = ::poll(fds, static_cast<nfds_t>(n), wait_ms);
     if (r < 0 && errno != EINTR) return ErrnoError("poll");
     for (int i = 0; i < n && r > 0; ++i) {
-      if (fds[i].revents) ex->OnReadable(fds[i].fd);
+      if (!fds[i].revents) continue;
+      if (fds[i].fd == cancel_fd) {
+        ex->Cancel(KillReason::kCancelled, "the run was interrupted");
+        cancel_fd = -1;  // once
+      } else {
+        ex->OnReadable(fds[i].fd);
+      }
     }
   }
   return ex->Finish();

@@ -29,6 +29,9 @@ struct RunOptions {
   int64_t output_cap = 1 << 20;       // bytes kept per stream
   // Called with each piece of kept output as it arrives (may be empty-handed if unset).
   std::function<void(Stream, std::string_view)> on_output;
+  // RunToCompletion only: when this fd becomes readable (a signalfd, say), the
+  // run is killed with kill_reason "cancelled". -1: none.
+  int cancel_fd = -1;
 };
 
 class Execution {
@@ -55,7 +58,8 @@ class Execution {
 
  private:
   Execution() = default;
-  void ReadStream(Stream s);
+  // final: the run is gone; an empty pipe means end of stream.
+  void ReadStream(Stream s, bool final);
   void Kill(KillReason reason, std::string detail);
 
   isolation::Launched run_;

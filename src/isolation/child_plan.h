@@ -69,6 +69,7 @@ struct ChildPlan {
   LandlockPlan landlock;
   const SeccompProgram* seccomp = nullptr;
   bool can_setgroups = false;
+  uintptr_t arg_start = 0, arg_end = 0;  // the parent's argv memory, blanked in init
 
   // fds (the child's view; all O_CLOEXEC in the parent)
   int sync_r = -1;     // parent writes one byte when ids and cgroup are set

@@ -53,6 +53,14 @@ int MoveFd(int fd, int target) {
 // The program: everything after this is the user's.
 [[noreturn]] void ExecProgram(const ChildPlan& plan) {
   if (::setsid() < 0) Fail(plan, kStepSetsid, errno);
+  // execve keeps the signal mask and ignored signals: start the program from
+  // the defaults, whatever the server blocked or ignored.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   // Dies with init, whatever happens to the rest of the namespace.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
 
@@ -182,8 +190,13 @@ void CloseInheritedFds(const ChildPlan& plan) {
   ::close(plan.stderr_w);
   if (plan.extra_fd >= 0) ::close(plan.extra_fd);
   ::close(plan.err_w);
-  // Not dumpable: /proc/1 of the run becomes unreadable to the program.
+  // Not dumpable: /proc/1 of the run becomes unreadable to the program. Its
+  // cmdline stays readable, so blank the server's argv (paths, options) first.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  for (volatile char* p = reinterpret_cast<char*>(plan.arg_start);
+       p && p < reinterpret_cast<char*>(plan.arg_end); ++p) {
+    *p = 0;
+  }
 
   for (;;) {
     int status = 0;

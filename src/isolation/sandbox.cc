@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 
 #include "base/fs.h"
 #include "base/log.h"
@@ -72,6 +73,10 @@ std::vector<std::pair<int, struct rlimit>> PlanRlimits(const Limits& l, bool hav
   // Slightly above the tmpfs size so that a full disk shows as ENOSPC, not SIGXFSZ.
   out.push_back({RLIMIT_FSIZE, lim(l.disk_bytes + kMiB, l.disk_bytes + kMiB)});
   out.push_back({RLIMIT_MEMLOCK, lim(0, 0)});
+  // Per-user kernel objects are charged up to the user namespace's owner on the
+  // host; bound what one run can take (POSIX message queues: none at all).
+  out.push_back({RLIMIT_MSGQUEUE, lim(0, 0)});
+  out.push_back({RLIMIT_SIGPENDING, lim(1024, 1024)});
   if (l.cpu_time_ms > 0) {
     int64_t s = (l.cpu_time_ms + 999) / 1000;
     out.push_back({RLIMIT_CPU, lim(s, s + 1)});
@@ -93,7 +98,7 @@ IsolationReport MakeReport(const HostSetup& host, bool have_cgroup) {
   add("cgroup_namespace", true, "");
   add("cgroup", have_cgroup,
       have_cgroup ? r.cgroup_version + ": memory, pids, cpu" : "degraded: " + host.cgroups.why_not);
-  add("rlimits", true, "AS, CORE, NOFILE, NPROC, FSIZE, MEMLOCK, CPU");
+  add("rlimits", true, "AS, CORE, NOFILE, NPROC, FSIZE, MEMLOCK, MSGQUEUE, SIGPENDING, CPU");
   add("capabilities", true, "all dropped (bounding, ambient, effective, permitted); securebits locked");
   add("no_new_privs", true, "");
   std::string ll = "ABI " + std::to_string(host.landlock_abi) + ": filesystem";
@@ -123,12 +128,48 @@ StatusOr<HostSetup> PrepareHost(const HostOptions& options) {
         "or allow running without it with --allow-degraded=landlock");
   }
   ASSIGN_OR_RETURN(host.seccomp, CompileSeccompPolicy({}));
+  // /proc/self/stat fields 48 and 49 (arg_start, arg_end), counted after the
+  // ")" that ends the command name (which may itself hold spaces and parens).
+  if (auto stat = ReadFile("/proc/self/stat"); stat.ok()) {
+    size_t pos = stat->rfind(')');
+    std::vector<unsigned long long> fields;
+    for (size_t i = pos + 2; pos != std::string::npos && i < stat->size();) {
+      size_t end = stat->find(' ', i);
+      if (end == std::string::npos) end = stat->size();
+      fields.push_back(std::strtoull(stat->c_str() + i, nullptr, 10));
+      i = end + 1;
+    }
+    // fields[0] is field 3 (state).
+    if (fields.size() >= 47 && fields[45] < fields[46]) {
+      host.arg_start = static_cast<uintptr_t>(fields[45]);
+      host.arg_end = static_cast<uintptr_t>(fields[46]);
+    }
+  }
   return host;
 }
 
 StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
     return InvalidArgument("the program must be an absolute path inside the sandbox");
+  }
+  // Files and binds are created while the host root is reachable at /.oldroot:
+  // only plain absolute paths, outside the places the sandbox builds itself.
+  auto bad_path = [](const std::string& p) {
+    if (p.size() < 2 || p[0] != '/' || p.back() == '/' || p.find("//") != std::string::npos ||
+        p.find("/./") != std::string::npos || p.find("/../") != std::string::npos ||
+        p.ends_with("/..") || p.ends_with("/.") || p.find('\0') != std::string::npos) {
+      return true;
+    }
+    for (const char* reserved : {"/.oldroot", "/proc", "/dev", "/etc"}) {
+      if (p == reserved || p.starts_with(std::string(reserved) + "/")) return true;
+    }
+    return false;
+  };
+  for (const FileEntry& f : spec.files) {
+    if (bad_path(f.path)) return InvalidArgument("file path '" + f.path + "' is not allowed in the sandbox");
+  }
+  for (const std::string& b : spec.ro_binds) {
+    if (bad_path(b)) return InvalidArgument("bind path '" + b + "' is not allowed in the sandbox");
   }
   ChildPlan plan;
   plan.staging = kStaging;
@@ -145,6 +186,8 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
                                {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"});
   plan.seccomp = &host.seccomp;
   plan.can_setgroups = host.privileged;
+  plan.arg_start = host.arg_start;
+  plan.arg_end = host.arg_end;
 
   Launched run;
   std::unique_ptr<RunCgroup> cgroup;

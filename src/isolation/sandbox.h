@@ -40,6 +40,9 @@ struct HostSetup {
   SeccompProgram seccomp;
   uint32_t degradable = 0;
   bool privileged = false;  // euid 0: maps the sandbox to an unprivileged host uid
+  // Where this process's command line lives (from /proc/self/stat): the run's
+  // init, a copy of this process, blanks it so /proc/1/cmdline shows nothing.
+  uintptr_t arg_start = 0, arg_end = 0;
 };
 
 StatusOr<HostSetup> PrepareHost(const HostOptions& options);

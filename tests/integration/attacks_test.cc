@@ -365,6 +365,48 @@ TEST_F(AttackTest, ProgramExitingLeavesNoBackgroundProcess) {
   closedir(proc);
 }
 
+// A run that parks its own stdout/stderr write ends in a unix socket's queue
+// (SCM_RIGHTS to itself) and exits must not keep its result waiting for EOF.
+TEST_F(AttackTest, WriteEndsParkedInASocketDoNotHoldTheResult) {
+  auto r = Py("import array, os, socket\n"
+              "a, b = socket.socketpair()\n"
+              "fds = array.array('i', [1, 2, a.fileno(), b.fileno()])\n"
+              "a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])\n"
+              "b.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])\n"
+              "print('parked', flush=True)\n"
+              "os._exit(0)\n",
+              {}, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_EQ(r.out.data, "parked\n");
+  EXPECT_LT(r.duration_ms, 5000);
+}
+
+// Kernel objects charged per user to the namespace's owner on the host must not
+// be exhaustible from a run: inotify instances are refused outright.
+TEST_F(AttackTest, InotifyIsRefused) {
+  auto r = Py("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              "print('INOTIFY', libc.inotify_init1(0), ctypes.get_errno())\n");
+  EXPECT_THAT(r.out.data, HasSubstr("INOTIFY -1 1\n"));
+}
+
+// The run's init is a copy of the launching process: its command line (paths,
+// options of the server) must not be readable through /proc/1/cmdline.
+TEST_F(AttackTest, ParentCommandLineIsNotVisible) {
+  auto r = Py("print(repr(open('/proc/1/cmdline', 'rb').read().strip(b'\\0')))\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_EQ(r.out.data, "b''\n");
+}
+
+TEST_F(AttackTest, SpecPathsThatCouldReachTheHostAreRefused) {
+  for (const char* path : {"/.oldroot/x", "/sandbox/../.oldroot/x", "/proc/x", "relative", "/sandbox/./x"}) {
+    isolation::Spec spec = exec::PythonSpec("print(1)", {}, false);
+    spec.files.push_back({path, "x", 0444});
+    auto r = exec::RunToCompletion(*host_, spec, {});
+    EXPECT_FALSE(r.ok()) << path;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument) << path;
+  }
+}
+
 TEST_F(AttackTest, OutputIsCutWhileProducedAndARunawayWriterIsKilled) {
   auto r = Py("import sys\nchunk = 'x' * 65536\nwhile True:\n    sys.stdout.write(chunk)\n", {}, 30, 4096);
   EXPECT_EQ(r.out.data.size(), 4096u);

@@ -1,5 +1,6 @@
 // The airlock binary as a user runs it: airlock run FILE|-, --json, exit codes,
 // limit flags, and airlock check.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +75,47 @@ TEST_F(CliTest, TimeoutIsReportedAndKills) {
   EXPECT_EQ(o.exit_code, 137) << o.out;
   EXPECT_THAT(o.out, HasSubstr("start"));
   EXPECT_THAT(o.out, HasSubstr("run killed (timeout): wall-clock limit of 0.5 s exceeded"));
+}
+
+// SIGTERM/SIGINT to airlock run cancel the run and still remove its cgroup.
+TEST_F(CliTest, InterruptedRunLeavesNoCgroup) {
+  char path[] = "/tmp/airlock-cli-sleep-XXXXXX";
+  int fd = mkstemp(path);
+  std::string code = "import time\nprint('up', flush=True)\ntime.sleep(30)\n";
+  ASSERT_EQ(write(fd, code.data(), code.size()), static_cast<ssize_t>(code.size()));
+  close(fd);
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], 1);
+    std::string bin = Binary();
+    execl(bin.c_str(), bin.c_str(), "run", path, nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[16] = {};
+  ASSERT_GT(read(out[0], buf, sizeof buf - 1), 0);  // the program is running
+  EXPECT_STREQ(buf, "up\n");
+  kill(pid, SIGTERM);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  close(out[0]);
+  unlink(path);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 128 + SIGTERM);
+  std::string prefix = "run-" + std::to_string(pid) + "-";
+  for (const char* dir : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu",
+                          "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+    std::string cmd = std::string("find ") + dir + " -maxdepth 6 -type d -name '" + prefix + "*' 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    char line[512];
+    std::string found;
+    while (fgets(line, sizeof line, p)) found += line;
+    pclose(p);
+    EXPECT_EQ(found, "") << "left behind";
+  }
 }
 
 TEST_F(CliTest, JsonResultHasEveryField) {
