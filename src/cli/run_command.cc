@@ -13,6 +13,7 @@
 #include "exec/python_spec.h"
 #include "exec/execution.h"
 #include "model/run_report.h"
+#include "service/service.h"
 
 namespace airlock::cli {
 namespace {
@@ -44,26 +45,6 @@ void WriteAll(int fd, std::string_view data) {
     if (n <= 0) return;  // our own stdout closed: keep running, drop the output
     data.remove_prefix(static_cast<size_t>(n));
   }
-}
-
-model::RunReport ToReport(const exec::RunResult& r) {
-  model::RunReport m;
-  m.exit_code = r.exit_code;
-  m.signal = r.signal;
-  m.timed_out = r.timed_out;
-  if (const char* reason = exec::KillReasonName(r.kill_reason)) m.kill_reason = reason;
-  m.kill_detail = r.kill_detail;
-  m.stdout_text = r.out.data;
-  m.stderr_text = r.err.data;
-  m.stdout_truncated = r.out.truncated;
-  m.stderr_truncated = r.err.truncated;
-  m.duration_ms = r.duration_ms;
-  m.cpu_ms = r.cpu_ms;
-  m.max_rss_kb = r.max_rss_kb;
-  for (const auto& l : r.isolation.layers) m.layers.push_back({l.name, l.enforced, l.detail});
-  m.landlock_abi = r.isolation.landlock_abi;
-  m.cgroup_version = r.isolation.cgroup_version;
-  return m;
 }
 
 }  // namespace
@@ -129,7 +110,7 @@ int RunCommand(const RunFlags& flags) {
     return kExitAirlockError;
   }
   if (flags.json) {
-    std::string json = model::RunReportToJson(ToReport(*result), /*pretty=*/true);
+    std::string json = model::RunReportToJson(service::ToRunReport(*result), /*pretty=*/true);
     json += '\n';
     WriteAll(STDOUT_FILENO, json);
     return 0;

@@ -28,6 +28,20 @@ std::string TempDir() {
   return dir;
 }
 
+// Scans the host's /proc for any process whose command line carries `token`.
+void ExpectNoHostProcessWith(const std::string& token) {
+  DIR* proc = opendir("/proc");
+  ASSERT_NE(proc, nullptr);
+  while (dirent* e = readdir(proc)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
+    if (cmd.ok()) {
+      EXPECT_EQ(cmd->find(token), std::string::npos) << "survivor: pid " << e->d_name;
+    }
+  }
+  closedir(proc);
+}
+
 class AttackTest : public SandboxTest {};
 
 TEST_F(AttackTest, CannotReadAHostFileOutsideTheSandbox) {
@@ -333,17 +347,7 @@ TEST_F(AttackTest, TimeoutKillsEveryProcessOfTheRun) {
   EXPECT_EQ(exec::KillReasonName(r.kill_reason), std::string("timeout"));
   EXPECT_THAT(r.out.data, HasSubstr("STARTED"));
   EXPECT_LT(r.duration_ms, 2500);
-  // Scan the host for any process carrying the token.
-  DIR* proc = opendir("/proc");
-  ASSERT_NE(proc, nullptr);
-  while (dirent* e = readdir(proc)) {
-    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
-    if (cmd.ok()) {
-      EXPECT_EQ(cmd->find(token), std::string::npos) << "survivor: pid " << e->d_name;
-    }
-  }
-  closedir(proc);
+  ExpectNoHostProcessWith(token);
 }
 
 TEST_F(AttackTest, ProgramExitingLeavesNoBackgroundProcess) {
@@ -353,16 +357,7 @@ TEST_F(AttackTest, ProgramExitingLeavesNoBackgroundProcess) {
               "print('BYE')\n");
   EXPECT_EQ(r.exit_code, 0) << r.err.data;
   EXPECT_LT(r.duration_ms, 5000);
-  DIR* proc = opendir("/proc");
-  ASSERT_NE(proc, nullptr);
-  while (dirent* e = readdir(proc)) {
-    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
-    if (cmd.ok()) {
-      EXPECT_EQ(cmd->find(token), std::string::npos) << "survivor: pid " << e->d_name;
-    }
-  }
-  closedir(proc);
+  ExpectNoHostProcessWith(token);
 }
 
 // A run that parks its own stdout/stderr write ends in a unix socket's queue
