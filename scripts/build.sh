@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} "$@" >/dev/null
 ninja -C "$build_dir" -j"$(nproc)"
-ln -sf "$build_dir/src/cli/airlock" airlock 2>/dev/null || true
+# ./airlock is the default (non-sanitized) build's binary.
+if [ "$build_dir" = build ]; then ln -sf build/src/cli/airlock airlock; fi
