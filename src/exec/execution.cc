@@ -141,7 +141,8 @@ RunResult Execution::Finish() {
   finished_ = true;
   auto exit = isolation::Reap(run_);
   // Every process of the run is gone once init is reaped (the kernel tears the
-  // pid namespace down first), so the pipes reach EOF now.
+  // pid namespace down first): read what the pipes still hold, and take an
+  // empty pipe as the end (a write end may survive in a unix socket's queue).
   while (!out_eof_) ReadStream(Stream::kStdout, /*final=*/true);
   while (!err_eof_) ReadStream(Stream::kStderr, /*final=*/true);
   result_.duration_ms = MillisSince(start_);
