@@ -8,6 +8,7 @@ with only the standard library (numpy and matplotlib are used when present). The
 JSON object written by the server:
 
     code_path             str   file holding the user's code (UTF-8)
+    code                  str   the code itself, instead of code_path (the warm path)
     filename              str   name shown in tracebacks (default: basename of code_path)
     allowed_imports       [str] | null   top-level modules user code may import; null = all
     runtime_imports_mode  "enforce" | "observe"   observe: allow, warn on stderr
@@ -19,6 +20,10 @@ JSON object written by the server:
     max_results           int   number of result events, main result included (default 16)
     seed                  int | null   reseeds `random` and numpy's global generator
     line_buffered         bool  flush stdout at each newline (for streaming; default false)
+
+In a warm pool (DESIGN §3) the server's zygote embeds CPython, loads this file as a module, calls
+zygote_preimport() once, and in each forked run (after every kernel layer is in force) calls
+warm_main() with the config JSON, the code inline; the run reseeds `random` and numpy first.
 
 The cell runs like a Jupyter/E2B cell: if the last statement is an expression (not followed by
 `;`), its value becomes the main result instead of being printed; top-level `await` works. The
@@ -109,9 +114,11 @@ class Config:
         self.result_fd = raw.get("result_fd", 3)
         if self.result_fd is not None and type(self.result_fd) is not int:
             raise ConfigError("result_fd must be an integer or null")
+        self.code = _get(raw, "code", str, None)
         self.code_path = _get(raw, "code_path", str, None)
-        if not self.code_path:
-            raise ConfigError("code_path is required")
+        if not self.code_path and self.code is None:
+            raise ConfigError("code_path or code is required")
+        self.code_path = self.code_path or "main.py"
         self.filename = _get(raw, "filename", str, os.path.basename(self.code_path)) or "main.py"
         allowed = raw.get("allowed_imports")
         if allowed is not None and not (
@@ -906,11 +913,14 @@ class Runner:
 
     def run(self):
         cfg = self._cfg
-        try:
-            with open(cfg.code_path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise ConfigError(f"cannot read code_path {cfg.code_path!r}: {e.strerror}") from None
+        if cfg.code is not None:
+            data = cfg.code.encode("utf-8", "surrogatepass")
+        else:
+            try:
+                with open(cfg.code_path, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                raise ConfigError(f"cannot read code_path {cfg.code_path!r}: {e.strerror}") from None
         try:
             text = _decode_source(data, cfg.filename)
             self._lines = _split_lines(text)
@@ -974,18 +984,73 @@ def main(argv):
     if len(argv) != 2:
         sys.stderr.write("usage: airlock_runner.py CONFIG.json\n")
         return EXIT_RUNNER_FAILURE
-    channel = None
-    try:
+
+    def load():
         try:
             with open(argv[1], "rb") as f:
-                raw = json.loads(f.read())
+                return json.loads(f.read())
         except (OSError, ValueError) as e:
             raise ConfigError(f"cannot read config {argv[1]!r}: {e}") from None
+
+    return _run(load)
+
+
+# ---------------------------------------------------------------------------------------------
+# The warm path: the runner inside a zygote (an embedded interpreter that forks runs)
+
+
+def zygote_preimport(names):
+    """In the zygote, before any run exists: imports the profile's modules (trusted code).
+
+    Returns one "name: error" string per module that could not be imported; the user's own
+    import of it reports the real error later.
+    """
+    import importlib
+
+    failed = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - reported to the server, never fatal
+            failed.append(f"{name}: {type(e).__name__}: {_safe_str(e)}")
+    return failed
+
+
+def warm_main(request):
+    """In a warm run's program (forked from the zygote, every kernel layer already in force):
+    runs one cell. `request` is the config JSON (bytes) with the code inline ("code").
+    Returns the exit code; the caller exits with it."""
+
+    def load():
+        try:
+            return json.loads(request)
+        except ValueError as e:
+            raise ConfigError(f"cannot parse the request: {e}") from None
+
+    return _run(load, after_fork=True)
+
+
+def _reseed_after_fork(seed):
+    """A forked run starts with its zygote's generator states: give it fresh ones."""
+    import random
+
+    random.seed(seed)  # None: from os.urandom
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed(None if seed is None else seed % (2 ** 32))
+
+
+def _run(load, after_fork=False):
+    channel = None
+    try:
+        raw = load()
         try:
             config = Config(raw)
         finally:
             fd = raw.get("result_fd", 3) if isinstance(raw, dict) else None
             channel = ResultChannel(fd if type(fd) is int else None)
+        if after_fork:
+            _reseed_after_fork(config.seed)
         return Runner(config, channel).run()
     except BaseException as e:  # noqa: B902 - the runner must always end with an end event
         import traceback

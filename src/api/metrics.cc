@@ -136,4 +136,30 @@ std::string Metrics::Render() const {
   return out;
 }
 
+std::string RenderPoolMetrics(const std::vector<model::PoolView>& pools) {
+  if (pools.empty()) return "";
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (const model::PoolView& p : pools) {
+      out += std::string(name) + "{profile=\"" + p.profile + "\"} " + std::to_string(value(p)) + "\n";
+    }
+  };
+  family("airlock_pool_ready", "gauge", "Warm runs ready to be handed a request.",
+         [](const model::PoolView& p) { return static_cast<uint64_t>(p.ready); });
+  family("airlock_pool_target", "gauge", "Warm runs the pool keeps ready.",
+         [](const model::PoolView& p) { return static_cast<uint64_t>(p.target); });
+  family("airlock_pool_up", "gauge", "1 while the profile's zygote is up.",
+         [](const model::PoolView& p) { return static_cast<uint64_t>(p.zygote == "up"); });
+  family("airlock_pool_handoffs_total", "counter", "Runs served by a warm run.",
+         [](const model::PoolView& p) { return p.handoffs; });
+  family("airlock_pool_refills_total", "counter", "Warm runs made ready.",
+         [](const model::PoolView& p) { return p.refills; });
+  family("airlock_pool_cold_fallbacks_total", "counter", "Runs of a pooled profile that took the cold path.",
+         [](const model::PoolView& p) { return p.cold_fallbacks; });
+  family("airlock_zygote_restarts_total", "counter", "Zygotes that died and were restarted.",
+         [](const model::PoolView& p) { return p.restarts; });
+  return out;
+}
+
 }  // namespace airlock::api

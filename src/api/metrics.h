@@ -12,6 +12,13 @@
 //   airlock_policy_rejections_total{rule}             counter  one per rejecting finding
 //   airlock_ready                                     gauge    1 once the self-test passed
 //   airlock_audit_records_dropped_total               counter
+//   airlock_pool_ready{profile}                       gauge    warm runs ready (RenderPoolMetrics)
+//   airlock_pool_target{profile}                      gauge
+//   airlock_pool_up{profile}                          gauge    1 while the profile's zygote is up
+//   airlock_pool_handoffs_total{profile}              counter  runs served warm
+//   airlock_pool_refills_total{profile}               counter  warm runs made ready
+//   airlock_pool_cold_fallbacks_total{profile}        counter  runs of a pooled profile that went cold
+//   airlock_zygote_restarts_total{profile}            counter  zygotes that died and were restarted
 #pragma once
 
 #include <cstdint>
@@ -20,6 +27,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "model/execute.h"
 
 namespace airlock::api {
 
@@ -50,5 +59,8 @@ class Metrics {
   bool ready_ = false;
   uint64_t audit_dropped_ = 0;
 };
+
+// The warm pools' lines (profile names come from the server's own profile files).
+std::string RenderPoolMetrics(const std::vector<model::PoolView>& pools);
 
 }  // namespace airlock::api

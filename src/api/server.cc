@@ -577,12 +577,15 @@ void Session::Handle() {
 
   if (path_ == "/healthz") return SendJson(200, model::StatusToJson("ok", ""));
   if (path_ == "/readyz") {
-    if (s_.ready && !s_.draining) return SendJson(200, model::StatusToJson("ready", ""));
+    if (s_.ready && !s_.draining) return SendJson(200, model::ReadyToJson("ready", "", s_.svc.Pools()));
     ErrorReply r = MakeErrorReply({model::ErrorKind::kUnavailable, "", ""}, {}, false, req_.id);
     return Send(503, model::StatusToJson("not ready", s_.draining ? "the server is shutting down" : s_.not_ready_detail),
                 "application/json", r.headers);
   }
-  if (path_ == "/metrics") return Send(200, s_.metrics.Render(), "text/plain; version=0.0.4; charset=utf-8", {});
+  if (path_ == "/metrics") {
+    return Send(200, s_.metrics.Render() + RenderPoolMetrics(s_.svc.Pools()), "text/plain; version=0.0.4; charset=utf-8",
+                {});
+  }
   if (path_ == "/profile") {
     const profile::Profile& p = s_.svc.profiles().Default();
     return SendJson(200, model::ProfileToJson(s_.svc.View(p), s_.layers));
@@ -715,6 +718,15 @@ void Session::OnRunDone(RunOutcome o) {
   a.run_ms = run.duration_ms;
   a.cpu_ms = run.cpu_ms;
   a.max_rss_kb = run.max_rss_kb;
+  if (run.kill_reason && *run.kill_reason == "lost" && !req_.client_gone) {
+    // Not the code's doing: the warm pool's zygote died under it. Say so, and
+    // that the same request can simply be sent again.
+    model::ApiError e{model::ErrorKind::kUnavailable, run.kill_detail, ""};
+    req_.audit.error = e.message;
+    ErrorReply r = MakeErrorReply(e, {}, req_.compat, req_.id);
+    Audit("error", r.status);
+    return Send(r.status, r.body, "application/json", r.headers);
+  }
   Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
   if (req_.client_gone) return Close();
   SendJson(200, req_.compat ? model::CompatExecuteToJson(resp) : model::V1ExecuteToJson(resp));

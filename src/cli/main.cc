@@ -1,9 +1,18 @@
 // airlock: run untrusted code in a kernel sandbox. Subcommands: run, check.
 #include <CLI/CLI.hpp>
 
+#include <cstring>
+
 #include "cli/commands.h"
+#include "exec/zygote_main.h"
+#include "service/embedded_runner.h"
 
 int main(int argc, char** argv) {
+  // The warm pool's zygote (exec/zygote_main.h): started by `serve` itself,
+  // not a command for people, so not listed in --help.
+  if (argc >= 2 && std::strcmp(argv[1], airlock::exec::kZygoteSubcommand) == 0) {
+    return airlock::exec::ZygoteMain(argc, argv, airlock::service::EmbeddedRunner());
+  }
   CLI::App app{"airlock: runs untrusted (LLM-written) code in a kernel sandbox"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "airlock 0.1.0");
@@ -52,6 +61,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   serve_cmd->add_option("--allow-degraded", serve.allow_degraded, "Layers that may be missing: cgroup, landlock")
       ->delimiter(',');
+  serve_cmd->add_option("--pool-size", serve.pool_size,
+                        "Warm runs kept ready per profile (a zygote per profile forks them); 0: every run cold")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
+  serve_cmd->add_option("--pool-recycle", serve.pool_recycle, "Runs after which a zygote is replaced (0: never)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
 
   CLI11_PARSE(app, argc, argv);
   if (serve_cmd->parsed()) return airlock::cli::ServeCommand(serve);

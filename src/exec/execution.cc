@@ -38,6 +38,27 @@ StatusOr<std::unique_ptr<Execution>> Execution::Start(const isolation::HostSetup
   return ex;
 }
 
+bool ZygoteLife::Died(int wait_ms) const {
+  if (!pidfd) return false;
+  struct pollfd p = {pidfd.get(), POLLIN, 0};
+  return ::poll(&p, 1, wait_ms) > 0;
+}
+
+std::unique_ptr<Execution> Execution::Adopt(isolation::Launched run, const isolation::Spec& spec, RunOptions options,
+                                            std::shared_ptr<const ZygoteLife> zygote) {
+  std::unique_ptr<Execution> ex(new Execution());
+  ex->spec_ = spec;
+  ex->options_ = std::move(options);
+  ex->start_ = Clock::now();
+  ex->deadline_ = ex->start_ + std::chrono::microseconds(static_cast<int64_t>(ex->options_.timeout_s * 1e6));
+  ex->run_ = std::move(run);
+  ex->run_.adopted = true;
+  ex->zygote_ = std::move(zygote);
+  if (ex->run_.cgroup) ex->cpu_baseline_ns_ = ex->run_.cgroup->ReadStats().cpu_usage_ns;
+  ex->result_.isolation = ex->run_.report;
+  return ex;
+}
+
 Execution::~Execution() {
   if (!finished_) {
     // Abandoned (the caller gave up): make sure nothing of the run survives.
@@ -127,7 +148,8 @@ int Execution::OnTick() {
       Kill(KillReason::kPids, "process limit of " + std::to_string(spec_.limits.pids) +
                                   " reached (a fork or thread was refused)");
     } else if (spec_.limits.cpu_time_ms > 0 &&
-               st.cpu_usage_ns / 1000000 > static_cast<uint64_t>(spec_.limits.cpu_time_ms)) {
+               (st.cpu_usage_ns - std::min(st.cpu_usage_ns, cpu_baseline_ns_)) / 1000000 >
+                   static_cast<uint64_t>(spec_.limits.cpu_time_ms)) {
       Kill(KillReason::kTimeout, "CPU time limit of " + std::to_string(spec_.limits.cpu_time_ms) + " ms exceeded");
     }
   }
@@ -162,7 +184,8 @@ RunResult Execution::Finish() {
   const struct rusage& ru = e.usage;
   int64_t rusage_cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
                           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-  result_.cpu_ms = st.cpu_usage_ns > 0 ? static_cast<int64_t>(st.cpu_usage_ns / 1000000) : rusage_cpu_ms;
+  uint64_t cgroup_cpu_ns = st.cpu_usage_ns - std::min(st.cpu_usage_ns, cpu_baseline_ns_);
+  result_.cpu_ms = cgroup_cpu_ns > 0 ? static_cast<int64_t>(cgroup_cpu_ns / 1000000) : rusage_cpu_ms;
   result_.max_rss_kb = ru.ru_maxrss;
 
   if (e.exited) {
@@ -172,7 +195,12 @@ RunResult Execution::Finish() {
     result_.exit_code = 128 + result_.signal;
   }
   if (result_.kill_reason == KillReason::kNone) {
-    if (st.oom_kills > 0) {
+    // The zygote dies first (its pid namespace then takes its runs with it);
+    // a short wait covers being told in the other order.
+    if (e.init_killed && zygote_ && zygote_->Died(200)) {
+      result_.kill_reason = KillReason::kLost;
+      result_.kill_detail = "the warm pool's zygote died during the run, which died with it; retry the request";
+    } else if (st.oom_kills > 0) {
       result_.kill_reason = KillReason::kMemory;
       result_.kill_detail = "memory limit of " + std::to_string(spec_.limits.memory_bytes) + " bytes reached";
     } else if (result_.signal == SIGXCPU && spec_.limits.cpu_time_ms > 0) {

@@ -10,6 +10,7 @@
 //   RunResult r = ex->Finish();
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string_view>
@@ -17,6 +18,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "exec/run_result.h"
 #include "isolation/sandbox.h"
 
@@ -34,10 +36,24 @@ struct RunOptions {
   int cancel_fd = -1;
 };
 
+// Shared by the warm pool and the runs one zygote made (the pool counts the
+// runs still going by its use count). A zygote's runs die with it.
+struct ZygoteLife {
+  UniqueFd pidfd;  // the zygote process itself (readable once it has exited)
+  // Whether the zygote has exited, waiting up to wait_ms for it to be so.
+  bool Died(int wait_ms) const;
+};
+
 class Execution {
  public:
   static StatusOr<std::unique_ptr<Execution>> Start(const isolation::HostSetup& host, const isolation::Spec& spec,
                                                     RunOptions options);
+  // A run that already exists (a warm pool's hand-off): `run` is adopted
+  // (run.adopted), spec gives the limits it was handed with (for kill
+  // details), the clocks start now. `zygote`, when set, is kept until Finish
+  // and turns an unexplained death into kill_reason "lost".
+  static std::unique_ptr<Execution> Adopt(isolation::Launched run, const isolation::Spec& spec, RunOptions options,
+                                          std::shared_ptr<const ZygoteLife> zygote);
   ~Execution();
 
   // The fds to wait on for readability: stdout, stderr and the pidfd (readable
@@ -64,6 +80,8 @@ class Execution {
 
   isolation::Launched run_;
   isolation::Spec spec_;
+  std::shared_ptr<const ZygoteLife> zygote_;
+  uint64_t cpu_baseline_ns_ = 0;  // CPU the cgroup had used before the hand-off
   RunOptions options_;
   Clock::time_point start_, deadline_;
   bool exited_ = false;

@@ -11,6 +11,7 @@ const char* KillReasonName(KillReason reason) {
     case KillReason::kOutput: return "output";
     case KillReason::kSignal: return "signal";
     case KillReason::kCancelled: return "cancelled";
+    case KillReason::kLost: return "lost";
   }
   return nullptr;
 }

@@ -9,9 +9,10 @@
 
 namespace airlock::exec {
 
-enum class KillReason { kNone, kTimeout, kMemory, kPids, kOutput, kSignal, kCancelled };
+enum class KillReason { kNone, kTimeout, kMemory, kPids, kOutput, kSignal, kCancelled, kLost };
 
-// "timeout", "memory", "pids", "output", "signal", "cancelled"; nullptr for kNone.
+// "timeout", "memory", "pids", "output", "signal", "cancelled", "lost" (the warm
+// pool's zygote died under the run: not the code's doing); nullptr for kNone.
 const char* KillReasonName(KillReason reason);
 
 struct StreamCapture {

@@ -622,6 +622,41 @@ StatusOr<std::unique_ptr<RunCgroup>> RunCgroup::Create(const CgroupSetup& setup,
   return cg;
 }
 
+Status RunCgroup::ChangeLimits(const Limits& from, const Limits& to) {
+  const bool fake = fake_tree_;
+  auto set = [fake](const std::string& path, std::string_view value) -> Status {
+    if (int err = WriteControl(path, value, fake)) return WriteStatus(path, value, err);
+    return Status::Ok();
+  };
+  if (to.memory_bytes > 0 && to.memory_bytes != from.memory_bytes) {
+    const std::string bytes = std::to_string(to.memory_bytes);
+    if (version_ == CgroupVersion::kV2) {
+      RETURN_IF_ERROR(set(memory_dir_ + "/memory.max", bytes));
+    } else {
+      // The kernel keeps memsw >= memory at every step.
+      const std::string mem = memory_dir_ + "/memory.limit_in_bytes";
+      const std::string memsw = memory_dir_ + "/memory.memsw.limit_in_bytes";
+      bool have_memsw = ::access(memsw.c_str(), F_OK) == 0 || fake;
+      if (to.memory_bytes < from.memory_bytes) {
+        RETURN_IF_ERROR(set(mem, bytes));
+        if (have_memsw) RETURN_IF_ERROR(set(memsw, bytes));
+      } else {
+        if (have_memsw) RETURN_IF_ERROR(set(memsw, bytes));
+        RETURN_IF_ERROR(set(mem, bytes));
+      }
+    }
+  }
+  if (to.pids > 0 && to.pids != from.pids) RETURN_IF_ERROR(set(pids_dir_ + "/pids.max", std::to_string(to.pids)));
+  if (to.cpus > 0 && to.cpus != from.cpus) {
+    if (version_ == CgroupVersion::kV2) {
+      RETURN_IF_ERROR(set(cpu_dir_ + "/cpu.max", FormatQuota(to.cpus) + " " + std::to_string(kCpuPeriodUs)));
+    } else {
+      RETURN_IF_ERROR(set(cpu_dir_ + "/cpu.cfs_quota_us", FormatQuota(to.cpus)));
+    }
+  }
+  return Status::Ok();
+}
+
 Status RunCgroup::AddProcess(pid_t pid) {
   if (pid <= 0) return InvalidArgument("AddProcess: pid " + std::to_string(pid) + " is not a process");
   const std::string value = std::to_string(pid);

@@ -83,6 +83,9 @@ class RunCgroup {
   ~RunCgroup();  // KillAll(), then removes the directories (retrying while they drain)
 
   Status AddProcess(pid_t pid);
+  // Rewrites the memory, pids and cpu limits that differ between `from` (what
+  // the cgroup has) and `to` (a warm run handed to a request with its own).
+  Status ChangeLimits(const Limits& from, const Limits& to);
   CgroupStats ReadStats() const;
   // SIGKILLs every process in the cgroup (cgroup.kill on v2 where present, else
   // repeated reads of cgroup.procs) and waits until it is empty (bounded, ~2 s).

@@ -40,6 +40,7 @@ enum Step : int {
   kStepLandlock,
   kStepSeccomp,
   kStepExec,
+  kStepReady,  // a warm run could not tell its zygote's server that it is ready
   kStepCount,
 };
 
@@ -71,6 +72,15 @@ struct ChildPlan {
   bool can_setgroups = false;
   uintptr_t arg_start = 0, arg_end = 0;  // the parent's argv memory, blanked in init
 
+  // Spec::nested_sandbox_host: skip seccomp, Landlock, the bounding set and the
+  // securebits (see spec.h); capabilities still end empty at execve.
+  bool nested_sandbox_host = false;
+  int exec_fd = -1;  // execveat(exec_fd, "") instead of execve(argv[0])
+  // A warm run (isolation/warm_run.h): the program does not execve; RunChild
+  // returns in it once every layer is in force, with err_w moved to a high fd.
+  // The process's signal dispositions (the warm interpreter's) are kept.
+  bool warm = false;
+
   // fds (the child's view; all O_CLOEXEC in the parent)
   int sync_r = -1;     // parent writes one byte when ids and cgroup are set
   int err_w = -1;      // ChildError on failure; EOF when the program exec'd
@@ -78,6 +88,21 @@ struct ChildPlan {
   int stdout_w = -1, stderr_w = -1;
   int extra_fd = -1;   // becomes fd 3
 };
+
+// What init writes to status_w when the program has ended: its wait status and
+// the resources used by everything the run reaped (init's RUSAGE_CHILDREN).
+struct ProgramStatus {
+  int wait_status;
+  struct rusage usage;
+};
+
+// Fills a plan from a spec (parent side; allocates). In place: plan->argv and
+// envp point into the plan's own storage, so the plan must not move afterwards.
+void FillChildPlan(ChildPlan* plan, const Spec& spec, int landlock_abi, const SeccompProgram* seccomp);
+// The rlimits of a run (RLIMIT_AS/NPROC sit above the cgroup limits when there is one).
+std::vector<std::pair<int, struct rlimit>> PlanRlimits(const Limits& limits, bool have_cgroup);
+// "sync with parent", "mount", ... for a Step.
+const char* StepName(int step);
 
 // Builds the mount plan for a spec (parent side; allocates).
 std::vector<MountOp> PlanMounts(const Spec& spec);
@@ -87,7 +112,9 @@ std::vector<MountOp> PlanMounts(const Spec& spec);
 // Returns 0 or errno; *failed_index names the op that failed.
 int ApplyMountsInChild(const ChildPlan& plan, int* failed_index, int* failed_step);
 
-// The child's whole life after clone(): never returns.
-[[noreturn]] void RunChild(const ChildPlan& plan);
+// The child's whole life after clone(). Never returns, except in the program
+// process of a warm plan (plan.warm), with every layer in force; the caller
+// then runs the code and _exit()s.
+void RunChild(const ChildPlan& plan);
 
 }  // namespace airlock::isolation::internal

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "isolation/child_plan.h"
@@ -50,13 +51,18 @@ int MoveFd(int fd, int target) {
   return ::dup2(fd, target) >= 0 ? 0 : errno;
 }
 
-// The program: everything after this is the user's.
-[[noreturn]] void ExecProgram(const ChildPlan& plan) {
+// The program: everything after this is the user's. Returns only for a warm
+// plan, with every layer in force.
+void RestrictProgram(const ChildPlan& plan) {
   if (::setsid() < 0) Fail(plan, kStepSetsid, errno);
   // execve keeps the signal mask and ignored signals: start the program from
-  // the defaults, whatever the server blocked or ignored.
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  // the defaults, whatever the server blocked or ignored. A warm run keeps its
+  // interpreter's own dispositions (SIGPIPE ignored, SIGINT handled), which are
+  // what a fresh python3 sets up too.
+  if (!plan.warm) {
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+    }
   }
   sigset_t none;
   ::sigemptyset(&none);
@@ -70,11 +76,14 @@ int MoveFd(int fd, int target) {
   int high_err = ::fcntl(plan.stderr_w, F_DUPFD_CLOEXEC, 100);
   int high_extra = plan.extra_fd >= 0 ? ::fcntl(plan.extra_fd, F_DUPFD_CLOEXEC, 100) : -1;
   int high_errpipe = ::fcntl(plan.err_w, F_DUPFD_CLOEXEC, 100);
-  if (high_out < 0 || high_err < 0 || high_errpipe < 0 || (plan.extra_fd >= 0 && high_extra < 0)) {
+  int high_exec = plan.exec_fd >= 0 ? ::fcntl(plan.exec_fd, F_DUPFD_CLOEXEC, 100) : -1;
+  if (high_out < 0 || high_err < 0 || high_errpipe < 0 || (plan.extra_fd >= 0 && high_extra < 0) ||
+      (plan.exec_fd >= 0 && high_exec < 0)) {
     Fail(plan, kStepFds, errno);
   }
-  ChildPlan* mutable_plan = const_cast<ChildPlan*>(&plan);  // only the fd number changes
+  ChildPlan* mutable_plan = const_cast<ChildPlan*>(&plan);  // only the fd numbers change
   mutable_plan->err_w = high_errpipe;
+  mutable_plan->exec_fd = high_exec;
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0) Fail(plan, kStepFds, errno);
   if (int err = MoveFd(devnull, 0)) Fail(plan, kStepFds, err);
@@ -85,9 +94,13 @@ int MoveFd(int fd, int target) {
     if (int err = MoveFd(high_extra, 3)) Fail(plan, kStepFds, err);
     first_closed = 4;
   }
-  // Close everything else except the error pipe (which closes itself at execve).
-  if (::syscall(SYS_close_range, first_closed, high_errpipe - 1, 0) != 0 ||
-      ::syscall(SYS_close_range, high_errpipe + 1, ~0U, 0) != 0) {
+  // Close everything else except the error pipe (which closes itself at
+  // execve) and the file to execute.
+  int keep_lo = high_exec >= 0 ? std::min(high_errpipe, high_exec) : high_errpipe;
+  int keep_hi = high_exec >= 0 ? std::max(high_errpipe, high_exec) : high_errpipe;
+  if (::syscall(SYS_close_range, first_closed, keep_lo - 1, 0) != 0 ||
+      (keep_hi > keep_lo + 1 && ::syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0) != 0) ||
+      ::syscall(SYS_close_range, keep_hi + 1, ~0U, 0) != 0) {
     Fail(plan, kStepFds, errno);
   }
 
@@ -95,6 +108,16 @@ int MoveFd(int fd, int target) {
     if (::setrlimit(static_cast<__rlimit_resource>(resource), &limit) != 0) Fail(plan, kStepRlimits, errno);
   }
   if (::chdir(plan.workdir.c_str()) != 0) Fail(plan, kStepChdir, errno);
+
+  if (plan.nested_sandbox_host) {
+    // The zygote (spec.h): no capability survives its execve as a non-root
+    // uid once the ambient set is empty; its runs need the rest unlocked.
+    if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) Fail(plan, kStepCapsDrop, errno);
+    if (int err = SetAllCaps(false)) Fail(plan, kStepCapsDrop, err);
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(plan, kStepNoNewPrivs, errno);
+    ::syscall(SYS_execveat, plan.exec_fd, "", plan.argv.data(), plan.envp.data(), AT_EMPTY_PATH);
+    Fail(plan, kStepExec, errno);
+  }
 
   // Capabilities: lock the securebits so that no execve (even of a setuid file,
   // even as uid 0) gives any back, empty the bounding and ambient sets, then
@@ -119,7 +142,12 @@ int MoveFd(int fd, int target) {
   }
   // Last: after this only the allowlisted system calls exist.
   if (int err = ApplySeccompInChild(*plan.seccomp)) Fail(plan, kStepSeccomp, err);
-  ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+  if (plan.warm) return;
+  if (plan.exec_fd >= 0) {
+    ::syscall(SYS_execveat, plan.exec_fd, "", plan.argv.data(), plan.envp.data(), AT_EMPTY_PATH);
+  } else {
+    ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+  }
   Fail(plan, kStepExec, errno);
 }
 
@@ -127,7 +155,8 @@ int MoveFd(int fd, int target) {
 // not protect it: without this it would hold the server's sockets and other
 // runs' pipes (keeping them from reaching EOF) for as long as the run lives.
 void CloseInheritedFds(const ChildPlan& plan) {
-  int keep[] = {plan.sync_r, plan.err_w, plan.status_w, plan.stdout_w, plan.stderr_w, plan.extra_fd};
+  int keep[] = {plan.sync_r,   plan.err_w,    plan.status_w, plan.stdout_w,
+                plan.stderr_w, plan.extra_fd, plan.exec_fd};
   constexpr int n = sizeof keep / sizeof keep[0];
   for (int i = 1; i < n; ++i) {  // insertion sort: no allocation
     for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
@@ -147,7 +176,7 @@ void CloseInheritedFds(const ChildPlan& plan) {
 
 }  // namespace
 
-[[noreturn]] void RunChild(const ChildPlan& plan) {
+void RunChild(const ChildPlan& plan) {
   CloseInheritedFds(plan);
   // Die with the process that launched us; then wait until it has written our
   // id maps and put us in the run's cgroup.
@@ -184,12 +213,17 @@ void CloseInheritedFds(const ChildPlan& plan) {
   // init, so that when the program ends, the kernel kills everything it left.
   pid_t program = RawFork();
   if (program < 0) Fail(plan, kStepFork, errno);
-  if (program == 0) ExecProgram(plan);
+  if (program == 0) {
+    RestrictProgram(plan);
+    return;  // a warm run's program: the caller runs the code
+  }
 
   ::close(plan.stdout_w);
   ::close(plan.stderr_w);
   if (plan.extra_fd >= 0) ::close(plan.extra_fd);
+  if (plan.exec_fd >= 0) ::close(plan.exec_fd);
   ::close(plan.err_w);
+  if (plan.sync_r != plan.err_w) ::close(plan.sync_r);
   // Not dumpable: /proc/1 of the run becomes unreadable to the program. Its
   // cmdline stays readable, so blank the server's argv (paths, options) first.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -206,7 +240,12 @@ void CloseInheritedFds(const ChildPlan& plan) {
       ::_exit(kExitSetupFailed);  // no children left: cannot happen before the program exits
     }
     if (pid == program) {
-      ssize_t unused = ::write(plan.status_w, &status, sizeof status);
+      // Everything else of the run dies with us (pid namespace), so what we
+      // reaped is everything the run used that is accounted to processes.
+      ProgramStatus report{};
+      report.wait_status = status;
+      ::getrusage(RUSAGE_CHILDREN, &report.usage);
+      ssize_t unused = ::write(plan.status_w, &report, sizeof report);
       (void)unused;
       ::_exit(0);
     }

@@ -31,6 +31,7 @@ constexpr const char* kStepNames[] = {
     "capabilities", "hostname",       "mount propagation", "root tmpfs", "mount",      "pivot_root",
     "read-only root", "fork",         "setsid",           "file descriptors", "rlimits", "chdir",
     "securebits", "drop capabilities", "no_new_privs",    "landlock",    "seccomp",    "execve",
+    "ready",
 };
 static_assert(sizeof(kStepNames) / sizeof(kStepNames[0]) == internal::kStepCount);
 
@@ -49,6 +50,12 @@ StatusOr<std::pair<UniqueFd, UniqueFd>> Pipe(bool nonblocking_read) {
   if (nonblocking_read && ::fcntl(r.get(), F_SETFL, O_NONBLOCK) != 0) return ErrnoError("fcntl(O_NONBLOCK)");
   return std::make_pair(std::move(r), std::move(w));
 }
+
+
+}  // namespace
+
+
+namespace internal {
 
 std::vector<std::pair<int, struct rlimit>> PlanRlimits(const Limits& l, bool have_cgroup) {
   auto lim = [](int64_t soft, int64_t hard) {
@@ -84,7 +91,31 @@ std::vector<std::pair<int, struct rlimit>> PlanRlimits(const Limits& l, bool hav
   return out;
 }
 
-IsolationReport MakeReport(const HostSetup& host, bool have_cgroup) {
+void FillChildPlan(ChildPlan* plan, const Spec& spec, int landlock_abi, const SeccompProgram* seccomp) {
+  plan->staging = kStaging;
+  plan->ops = PlanMounts(spec);
+  plan->hostname = spec.hostname;
+  plan->workdir = spec.workdir;
+  plan->argv_storage = spec.argv;
+  plan->env_storage = spec.env;
+  for (auto& a : plan->argv_storage) plan->argv.push_back(a.data());
+  plan->argv.push_back(nullptr);
+  for (auto& e : plan->env_storage) plan->envp.push_back(e.data());
+  plan->envp.push_back(nullptr);
+  plan->landlock = PlanLandlock(landlock_abi, {"/"}, {spec.workdir, "/dev/shm"},
+                                {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"});
+  plan->seccomp = seccomp;
+  plan->nested_sandbox_host = spec.nested_sandbox_host;
+  plan->exec_fd = spec.exec_fd;
+}
+
+const char* StepName(int step) {
+  return step > 0 && step < kStepCount ? kStepNames[step] : kStepNames[0];
+}
+
+}  // namespace internal
+
+IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup) {
   IsolationReport r;
   r.landlock_abi = host.landlock_abi;
   r.cgroup_version = !have_cgroup ? "none" : host.cgroups.version == CgroupVersion::kV2 ? "v2" : "v1";
@@ -109,7 +140,6 @@ IsolationReport MakeReport(const HostSetup& host, bool have_cgroup) {
   return r;
 }
 
-}  // namespace
 
 StatusOr<HostSetup> PrepareHost(const HostOptions& options) {
   HostSetup host;
@@ -172,22 +202,13 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
     if (bad_path(b)) return InvalidArgument("bind path '" + b + "' is not allowed in the sandbox");
   }
   ChildPlan plan;
-  plan.staging = kStaging;
-  plan.ops = internal::PlanMounts(spec);
-  plan.hostname = spec.hostname;
-  plan.workdir = spec.workdir;
-  plan.argv_storage = spec.argv;
-  plan.env_storage = spec.env;
-  for (auto& a : plan.argv_storage) plan.argv.push_back(a.data());
-  plan.argv.push_back(nullptr);
-  for (auto& e : plan.env_storage) plan.envp.push_back(e.data());
-  plan.envp.push_back(nullptr);
-  plan.landlock = PlanLandlock(host.landlock_abi, {"/"}, {spec.workdir, "/dev/shm"},
-                               {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"});
-  plan.seccomp = &host.seccomp;
+  internal::FillChildPlan(&plan, spec, host.landlock_abi, &host.seccomp);
   plan.can_setgroups = host.privileged;
   plan.arg_start = host.arg_start;
   plan.arg_end = host.arg_end;
+  if (spec.nested_sandbox_host && spec.exec_fd < 0) {
+    return InvalidArgument("a nested sandbox host must be given as an open file (exec_fd)");
+  }
 
   Launched run;
   std::unique_ptr<RunCgroup> cgroup;
@@ -195,8 +216,8 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
     std::string name = "run-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
     ASSIGN_OR_RETURN(cgroup, RunCgroup::Create(host.cgroups, name, spec.limits));
   }
-  plan.rlimits = PlanRlimits(spec.limits, cgroup != nullptr);
-  run.report = MakeReport(host, cgroup != nullptr);
+  plan.rlimits = internal::PlanRlimits(spec.limits, cgroup != nullptr);
+  run.report = MakeIsolationReport(host, cgroup != nullptr);
 
   ASSIGN_OR_RETURN(auto sync, Pipe(false));
   ASSIGN_OR_RETURN(auto err, Pipe(false));
@@ -291,22 +312,36 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
 }
 
 StatusOr<ExitInfo> Reap(Launched& run) {
-  ExitInfo info;
+  if (run.adopted) {
+    // Not our child (its zygote reaps it): the pidfd said it is gone.
+    run.pid = -1;
+    return ReadProgramStatus(run, 0);
+  }
   int st = 0;
   for (;;) {
-    pid_t r = ::wait4(run.pid, &st, __WALL, &info.usage);
+    pid_t r = ::wait4(run.pid, &st, __WALL, nullptr);
     if (r == run.pid) break;
     if (r < 0 && errno == EINTR) continue;
     return ErrnoError("wait4(sandbox init)");
   }
   run.pid = -1;
-  int program_status = 0;
-  ssize_t n = ::read(run.status_fd.get(), &program_status, sizeof program_status);
-  if (n != static_cast<ssize_t>(sizeof program_status)) {
+  return ReadProgramStatus(run, st);
+}
+
+StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status) {
+  ExitInfo info;
+  internal::ProgramStatus report{};
+  ssize_t n;
+  do {
+    n = ::read(run.status_fd.get(), &report, sizeof report);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof report)) {
     info.init_killed = true;
-    info.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    info.signal = WIFSIGNALED(init_wait_status) ? WTERMSIG(init_wait_status) : SIGKILL;
     return info;
   }
+  info.usage = report.usage;
+  int program_status = report.wait_status;
   if (WIFEXITED(program_status)) {
     info.exited = true;
     info.exit_code = WEXITSTATUS(program_status);

@@ -57,10 +57,14 @@ struct IsolationReport {
   std::vector<LayerState> layers;
   int landlock_abi = 0;
   std::string cgroup_version;  // "v2", "v1" or "none"
+  std::string mode = "cold";   // "cold": launched for this run; "warm": from a pre-forked pool
 };
 
 struct Launched {
   pid_t pid = -1;         // the run's init (pid 1 inside), in our pid namespace
+  // Made by another process (a warm pool's zygote) and handed to us: we cannot
+  // wait for it; Reap() reads how it ended from status_fd once pidfd is readable.
+  bool adopted = false;
   UniqueFd pidfd;         // readable when init has exited
   UniqueFd stdout_fd;     // non-blocking read ends
   UniqueFd stderr_fd;
@@ -83,7 +87,14 @@ struct ExitInfo {
 // pidfd became readable, or after killing the run.
 StatusOr<ExitInfo> Reap(Launched& run);
 
+// Reads how the program ended from run.status_fd (what the run's init wrote);
+// init_wait_status is init's own wait status when known (else 0).
+StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status);
+
 // Kills every process of the run (init first; the pid namespace takes the rest).
 void KillRun(Launched& run);
+
+// The isolation report of a run on this host (what Launch() puts in Launched).
+IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup);
 
 }  // namespace airlock::isolation

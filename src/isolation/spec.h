@@ -58,6 +58,18 @@ struct Spec {
 
   // Extra fd (e.g. a result channel) given to the program as fd 3; -1 = none.
   int extra_fd = -1;
+
+  // The warm pool's zygote only (exec/zygote_*): a long-lived process that
+  // creates sandboxes itself. It gets every namespace, the read-only root,
+  // rlimits, the cgroup, a clean environment and no capabilities after execve
+  // (it runs as kSandboxUid), but no seccomp filter, no Landlock domain and no
+  // locked securebits, because each would forbid what its runs need (clone of
+  // namespaces, mount, pivot_root, setresuid). It never runs user code: each of
+  // its runs applies the full set of layers itself before any.
+  bool nested_sandbox_host = false;
+  // When >= 0, the program is this open file (execveat(exec_fd, "")), not
+  // argv[0]: lets a binary that is not inside the sandbox's root run there.
+  int exec_fd = -1;
 };
 
 // Ids the program sees inside its user namespace.

@@ -384,6 +384,19 @@ std::string StatusToJson(const std::string& status, const std::string& detail) {
   return Dump(j);
 }
 
+std::string ReadyToJson(const std::string& status, const std::string& detail, const std::vector<PoolView>& pools) {
+  json j = {{"status", status}};
+  if (!detail.empty()) j["detail"] = detail;
+  json p = json::object();
+  for (const PoolView& v : pools) {
+    json one = {{"ready", v.ready}, {"target", v.target}, {"zygote", v.zygote}};
+    if (!v.detail.empty()) one["detail"] = v.detail;
+    p[v.profile] = std::move(one);
+  }
+  j["pools"] = std::move(p);
+  return Dump(j);
+}
+
 std::string AuditRecordToJson(const AuditRecord& a) {
   json violations = json::array();
   for (const Violation& v : a.violations) violations.push_back(ViolationObject(v));

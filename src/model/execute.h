@@ -195,6 +195,17 @@ std::string ProfileListToJson(const std::vector<ProfileView>& profiles, const st
 // {"status": status} plus, when not empty, {"detail": detail}.
 std::string StatusToJson(const std::string& status, const std::string& detail);
 
+// One warm pool, as /readyz and /metrics show it.
+struct PoolView {
+  std::string profile;
+  int ready = 0, target = 0;
+  std::string zygote;  // "up", "starting", "down"
+  std::string detail;
+  uint64_t handoffs = 0, refills = 0, cold_fallbacks = 0, restarts = 0;
+};
+// {"status":..., "detail":..., "pools":{profile:{"ready","target","zygote","detail"}}}
+std::string ReadyToJson(const std::string& status, const std::string& detail, const std::vector<PoolView>& pools);
+
 // ---------------------------------------------------------------------------
 // Audit
 

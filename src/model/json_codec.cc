@@ -42,6 +42,7 @@ json RunReportObject(const RunReport& r) {
   }
   isolation["landlock_abi"] = r.landlock_abi;
   isolation["cgroup_version"] = r.cgroup_version;
+  isolation["mode"] = r.mode;
   json j = {
       {"exit_code", r.exit_code},
       {"signal", r.signal ? json(r.signal) : json(nullptr)},

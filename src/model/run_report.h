@@ -29,6 +29,7 @@ struct RunReport {
   std::vector<LayerReport> layers;
   int landlock_abi = 0;
   std::string cgroup_version;
+  std::string mode = "cold";  // "warm": handed to a pre-forked run of a zygote
 };
 
 // One JSON object (UTF-8; invalid bytes in the output become U+FFFD).

@@ -35,6 +35,10 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
       {"max_result_bytes", c.max_result_bytes},
       {"max_results", c.max_results},
   };
+  if (c.code) {
+    j["code"] = *c.code;
+    j.erase("code_path");
+  }
   return Dump(j);
 }
 

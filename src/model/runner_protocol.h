@@ -25,7 +25,8 @@
 namespace airlock::model {
 
 struct RunnerConfig {
-  std::string code_path = "/sandbox/main.py";
+  std::string code_path = "/sandbox/main.py";  // "" with `code` set: the code is inline
+  std::optional<std::string> code;             // the warm path: the code itself
   std::string filename = "main.py";  // shown in tracebacks
   bool any_import = false;
   std::vector<std::string> allowed_imports;

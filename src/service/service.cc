@@ -132,6 +132,7 @@ model::RunReport ToRunReport(const exec::RunResult& r) {
   for (const auto& l : r.isolation.layers) m.layers.push_back({l.name, l.enforced, l.detail});
   m.landlock_abi = r.isolation.landlock_abi;
   m.cgroup_version = r.isolation.cgroup_version;
+  m.mode = r.isolation.mode;
   return m;
 }
 
@@ -236,11 +237,17 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   cfg.result_fd = 3;
   cfg.max_result_bytes = options_.max_result_bytes;
 
+  if (options_.pool != nullptr && options_.pool->Serves(p->name)) {
+    model::RunnerConfig warm = cfg;
+    warm.code = req.code;
+    warm.code_path.clear();
+    warm.preimport = p->preimport;  // imported in the zygote already: a no-op
+    plan->warm_request = model::RunnerConfigToJson(warm);
+  }
+
   isolation::Spec& spec = plan->spec;
   spec.argv = {"/usr/bin/python3", "-I", "-B", kRunnerPath, kConfigPath};
-  spec.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8",
-              "LC_ALL=C.UTF-8", "USER=sandbox", "MPLBACKEND=Agg", "MPLCONFIGDIR=/tmp/.matplotlib",
-              "PYTHONIOENCODING=utf-8"};
+  spec.env = RunEnvironment();
   spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
   spec.files.push_back({kCodePath, req.code, 0444});
   spec.files.push_back({kConfigPath, model::RunnerConfigToJson(cfg), 0444});
@@ -260,6 +267,15 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
 }
 
 StatusOr<std::unique_ptr<exec::Execution>> Service::Start(Plan& plan) const {
+  if (!plan.warm_request.empty()) {
+    exec::HandOff h = options_.pool->TakeRun(plan.profile_name, plan.spec, plan.options, plan.warm_request);
+    if (h.execution) {
+      plan.events_read = std::move(h.events_read);
+      return std::move(h.execution);
+    }
+    plan.cold_reason = std::move(h.why_not);
+    log::Debug("request " + plan.request_id + ": cold path: " + plan.cold_reason);
+  }
   // The channel is made here, right before the launch, not when the request
   // was prepared: every run launched while a write end exists in this process
   // inherits a copy of it, which would hold the channel open past the run.
@@ -339,6 +355,53 @@ StatusOr<model::ExecuteResponse> Service::RunBlocking(const model::ExecuteReques
   }
   exec::RunResult result = ex->Finish();
   return Complete(plan, result, channel);
+}
+
+std::vector<model::PoolView> Service::Pools() const {
+  std::vector<model::PoolView> out;
+  if (options_.pool == nullptr) return out;
+  for (const exec::PoolStatus& s : options_.pool->Snapshot()) {
+    model::PoolView v;
+    v.profile = s.profile;
+    v.ready = s.ready;
+    v.target = s.target;
+    v.zygote = s.zygote;
+    v.detail = s.detail;
+    v.handoffs = s.handoffs;
+    v.refills = s.refills;
+    v.cold_fallbacks = s.cold_fallbacks;
+    v.restarts = s.restarts;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<std::string> RunEnvironment() {
+  // The BLAS/OpenMP thread counts keep a zygote single-threaded (a fork copies
+  // only the calling thread) and a run within its CPU share.
+  return {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp",        "TMPDIR=/tmp",
+          "LANG=C.UTF-8",                      "LC_ALL=C.UTF-8",   "USER=sandbox",
+          "MPLBACKEND=Agg",                    "MPLCONFIGDIR=/tmp/.matplotlib",
+          "PYTHONIOENCODING=utf-8",            "OPENBLAS_NUM_THREADS=1",
+          "OMP_NUM_THREADS=1",                 "MKL_NUM_THREADS=1"};
+}
+
+std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profiles) {
+  std::vector<exec::PoolProfile> out;
+  for (const profile::Profile& p : profiles.profiles()) {
+    if (p.language != profile::Language::kPython) continue;
+    profile::EffectiveLimits e = profile::Clamp(p, profile::RequestedLimits{});
+    exec::PoolProfile pp;
+    pp.name = p.name;
+    pp.preimport = p.preimport;
+    pp.limits.memory_bytes = e.memory_bytes;
+    pp.limits.pids = e.pids;
+    pp.limits.cpus = e.cpu_cores;
+    pp.limits.cpu_time_ms = static_cast<int64_t>(std::ceil(e.cpu_time_s * 1000));
+    pp.limits.disk_bytes = e.disk_bytes;
+    out.push_back(std::move(pp));
+  }
+  return out;
 }
 
 model::ProfileView Service::View(const profile::Profile& p) const {

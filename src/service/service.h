@@ -29,6 +29,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "exec/execution.h"
+#include "exec/warm_pool.h"
 #include "isolation/sandbox.h"
 #include "isolation/spec.h"
 #include "model/execute.h"
@@ -45,7 +46,15 @@ struct ServiceOptions {
   size_t max_event_bytes = size_t{8} << 20;
   // Bytes of display results (figures, reprs) the runner may send per run.
   int64_t max_result_bytes = int64_t{4} << 20;
+  // The warm path (exec/warm_pool.h); null: every run is cold. Outlives the Service.
+  exec::WarmPool* pool = nullptr;
 };
+
+// What a warm pool needs to know of each profile (the limits its runs are made
+// with are the profile's, as a request that asks for nothing gets them).
+std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profiles);
+// The whole environment of a run (and of a zygote): a short fixed list.
+std::vector<std::string> RunEnvironment();
 
 // A request that passed every check, ready to start.
 struct Plan {
@@ -59,6 +68,10 @@ struct Plan {
   // read end, and the write end Start() closes once the run holds it.
   UniqueFd events_read;
   UniqueFd events_write;
+  // The warm path's request (runner config with the code inline); empty when
+  // the profile has no warm pool.
+  std::string warm_request;
+  std::string cold_reason;  // why a run with a warm_request went cold (Start() sets it)
 };
 
 enum class Verdict { kRun, kRejected, kInvalid };
@@ -119,6 +132,8 @@ class Service {
 
   const profile::ProfileSet& profiles() const { return options_.profiles; }
   model::ProfileView View(const profile::Profile& profile) const;
+  // The warm pools (empty without one).
+  std::vector<model::PoolView> Pools() const;
   size_t max_event_bytes() const { return options_.max_event_bytes; }
 
  private:

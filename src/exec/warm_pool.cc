@@ -1,0 +1,626 @@
+#include "exec/warm_pool.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "exec/zygote_main.h"
+#include "exec/zygote_protocol.h"
+#include "isolation/cgroup.h"
+#include "isolation/warm_run.h"
+
+namespace airlock::exec {
+namespace {
+
+constexpr const char* kZygoteArgv0 = "/usr/libexec/airlock-zygote";  // a name only: it is exec'd by fd
+constexpr auto kReadyWithin = std::chrono::seconds(30);
+constexpr int kMaxBackoffMs = 30000;
+
+// What a zygote and the runs it made share with the pool.
+struct ZygoteState : ZygoteLife {
+  std::atomic<uint64_t> handoffs{0};
+};
+
+struct Slot {
+  isolation::Launched run;
+  UniqueFd control;  // the kWarmGo/kWarmReady handshake, then the request
+  UniqueFd events;   // the result channel's read end
+  std::shared_ptr<ZygoteState> zygote;
+  Clock::time_point deadline;  // while pending: ready by then
+};
+
+// Kills a run that will never be handed off (its zygote reaps it).
+void Discard(Slot& slot) {
+  isolation::KillRun(slot.run);
+  slot.run.cgroup.reset();
+}
+
+struct Zygote {
+  isolation::Launched launched;  // the init of the zygote's namespaces: our child
+  UniqueFd control;
+  std::shared_ptr<ZygoteState> state = std::make_shared<ZygoteState>();
+  bool up = false;
+  bool retiring = false;
+  int spawns_asked = 0;  // kSpawn sent, no answer yet
+  Clock::time_point started = Clock::now();
+  std::string log_out, log_err;  // partial lines of the zygote's output
+};
+
+struct Pool {
+  PoolProfile profile;
+  std::unique_ptr<Zygote> current;
+  std::vector<std::unique_ptr<Zygote>> retiring;
+  std::deque<Slot> ready;      // guarded by Impl::mu
+  std::vector<Slot> pending;   // the pool thread's only
+  Clock::time_point next_start{};
+  Clock::time_point next_spawn{};
+  int backoff_ms = 500;
+  std::atomic<int> ready_count{0};
+  std::atomic<int> state{0};  // 0 down, 1 starting, 2 up
+  std::atomic<uint64_t> handoffs{0}, refills{0}, cold_fallbacks{0}, restarts{0};
+  std::string detail;  // guarded by Impl::mu
+};
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+StatusOr<pid_t> PidOfPidfd(int pidfd) {
+  ASSIGN_OR_RETURN(std::string info, ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd)));
+  size_t pos = info.find("\nPid:");
+  if (pos == std::string::npos) return Internal("no Pid: line in the fdinfo of a pidfd");
+  long pid = std::strtol(info.c_str() + pos + 5, nullptr, 10);
+  if (pid <= 0) return Internal("a warm run's pidfd names no process visible here");
+  return static_cast<pid_t>(pid);
+}
+
+bool Readable(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Reads what a zygote wrote to its stdout/stderr and logs it line by line.
+// Returns false at EOF.
+bool DrainLog(int fd, std::string* partial, const std::string& who) {
+  char buf[4096];
+  for (int i = 0; i < 8; ++i) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n == 0) {
+      if (!partial->empty()) log::Warn(who + ": " + *partial);
+      partial->clear();
+      return false;
+    }
+    partial->append(buf, static_cast<size_t>(n));
+    size_t nl;
+    while ((nl = partial->find('\n')) != std::string::npos) {
+      log::Warn(who + ": " + partial->substr(0, nl));
+      partial->erase(0, nl + 1);
+    }
+    if (partial->size() > 4096) {
+      log::Warn(who + ": " + *partial);
+      partial->clear();
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+struct WarmPool::Impl {
+  isolation::HostSetup host;
+  PoolOptions options;
+  std::vector<std::unique_ptr<Pool>> pools;
+  mutable std::mutex mu;
+  UniqueFd wake;
+  UniqueFd self_exe;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  uint64_t cgroup_counter = 0;
+
+  void Wake() const {
+    uint64_t one = 1;
+    ssize_t unused = ::write(wake.get(), &one, sizeof one);
+    (void)unused;
+  }
+
+  void SetDetail(Pool& p, std::string detail) {
+    std::lock_guard<std::mutex> lock(mu);
+    p.detail = std::move(detail);
+  }
+
+  void StartZygote(Pool& p) {
+    p.next_start = Clock::now() + std::chrono::milliseconds(p.backoff_ms);
+    p.backoff_ms = std::min(p.backoff_ms * 2, kMaxBackoffMs);
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+      SetDetail(p, ErrnoError("socketpair for a zygote").ToString());
+      return;
+    }
+    UniqueFd ours(sv[0]), theirs(sv[1]);
+    const isolation::Limits& l = p.profile.limits;
+    isolation::Spec spec;
+    spec.argv = {kZygoteArgv0,    kZygoteSubcommand,
+                 "--preimport",   Join(p.profile.preimport),
+                 "--memory",      std::to_string(l.memory_bytes),
+                 "--pids",        std::to_string(l.pids),
+                 "--cpus",        std::to_string(l.cpus),
+                 "--disk",        std::to_string(l.disk_bytes),
+                 "--open-files",  std::to_string(l.open_files),
+                 "--cpu-time-ms", std::to_string(l.cpu_time_ms)};
+    spec.env = options.zygote_env;
+    spec.limits = options.zygote_limits;
+    spec.hostname = "sandbox";
+    spec.nested_sandbox_host = true;
+    spec.exec_fd = self_exe.get();
+    spec.extra_fd = theirs.get();
+    auto launched = isolation::Launch(host, spec);
+    if (!launched.ok()) {
+      log::Error("warm pool " + p.profile.name + ": starting the zygote failed: " + launched.status().ToString());
+      SetDetail(p, "zygote start failed: " + launched.status().ToString());
+      p.state = 0;
+      return;
+    }
+    auto z = std::make_unique<Zygote>();
+    z->launched = std::move(*launched);
+    z->control = std::move(ours);
+    p.current = std::move(z);
+    p.state = 1;
+    SetDetail(p, "starting");
+  }
+
+  // A message from a zygote on its pool socket.
+  void OnZygoteMessage(Pool& p, Zygote& z) {
+    char buf[65536];
+    struct iovec iov = {buf, sizeof buf};
+    union {
+      char c[CMSG_SPACE(sizeof(int) * zygote::kSpawnedFds)];
+      struct cmsghdr align;
+    } u{};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = u.c;
+    msg.msg_controllen = sizeof u.c;
+    ssize_t n = ::recvmsg(z.control.get(), &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    std::vector<UniqueFd> fds;
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        fds.emplace_back(fd);
+      }
+    }
+    if (n <= 0) {
+      // The zygote closed its socket: it is exiting; its pidfd tells the rest.
+      z.control.reset();
+      return;
+    }
+    std::string text(buf + 1, static_cast<size_t>(n - 1));
+    switch (buf[0]) {
+      case zygote::kUp:
+        if (fds.size() != 1) {
+          log::Error("warm pool " + p.profile.name + ": the zygote's up message carried no pidfd");
+          isolation::KillRun(z.launched);
+          return;
+        }
+        z.state->pidfd = std::move(fds[0]);
+        z.up = true;
+        if (&z == p.current.get()) {
+          p.state = 2;
+          SetDetail(p, text.empty() ? "" : "preimport failed: " + text);
+        }
+        if (!text.empty()) log::Warn("warm pool " + p.profile.name + ": preimport failed: " + text);
+        log::Info("warm pool " + p.profile.name + ": zygote up");
+        return;
+      case zygote::kSpawned:
+        --z.spawns_asked;
+        if (fds.size() != static_cast<size_t>(zygote::kSpawnedFds)) {
+          log::Error("warm pool " + p.profile.name + ": a spawned run came with " + std::to_string(fds.size()) +
+                     " fds instead of " + std::to_string(zygote::kSpawnedFds));
+          return;
+        }
+        AdoptSpawned(p, z, fds);
+        return;
+      case zygote::kFailed:
+        if (z.up) --z.spawns_asked;
+        log::Error("warm pool " + p.profile.name + ": zygote: " + text);
+        SetDetail(p, text);
+        p.next_spawn = Clock::now() + std::chrono::seconds(1);
+        if (!z.up) isolation::KillRun(z.launched);  // startup failed: it is of no use
+        return;
+      default:
+        log::Error("warm pool " + p.profile.name + ": unknown zygote message");
+        return;
+    }
+  }
+
+  // A run the zygote cloned: put it in its cgroup and let it go on.
+  void AdoptSpawned(Pool& p, Zygote& z, std::vector<UniqueFd>& fds) {
+    Slot slot;
+    slot.run.pidfd = std::move(fds[0]);
+    slot.run.stdout_fd = std::move(fds[1]);
+    slot.run.stderr_fd = std::move(fds[2]);
+    slot.run.status_fd = std::move(fds[3]);
+    slot.events = std::move(fds[4]);
+    slot.control = std::move(fds[5]);
+    for (int fd : {slot.run.stdout_fd.get(), slot.run.stderr_fd.get(), slot.run.status_fd.get(), slot.events.get()}) {
+      SetNonBlocking(fd);
+    }
+    slot.run.adopted = true;
+    slot.run.report = isolation::MakeIsolationReport(host, true);
+    slot.run.report.mode = "warm";
+    slot.zygote = z.state;
+    auto fail = [&](const Status& s) {
+      log::Error("warm pool " + p.profile.name + ": preparing a run failed: " + s.ToString());
+      SetDetail(p, s.ToString());
+      p.next_spawn = Clock::now() + std::chrono::seconds(1);
+      Discard(slot);
+    };
+    auto pid = PidOfPidfd(slot.run.pidfd.get());
+    if (!pid.ok()) return fail(pid.status());
+    slot.run.pid = *pid;
+    auto cgroup = isolation::RunCgroup::Create(
+        host.cgroups, "warm-" + std::to_string(::getpid()) + "-" + std::to_string(cgroup_counter++), p.profile.limits);
+    if (!cgroup.ok()) return fail(cgroup.status());
+    slot.run.cgroup = std::move(*cgroup);
+    if (Status s = slot.run.cgroup->AddProcess(*pid); !s.ok()) return fail(s);
+    struct timeval tv = {2, 0};  // a hand-off never waits long on a run that stopped reading
+    ::setsockopt(slot.control.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (::send(slot.control.get(), &isolation::kWarmGo, 1, MSG_NOSIGNAL) != 1) {
+      return fail(ErrnoError("send (go) to a warm run"));
+    }
+    slot.deadline = Clock::now() + kReadyWithin;
+    p.pending.push_back(std::move(slot));
+  }
+
+  // A pending run answered: ready, or its setup failed.
+  void OnPendingReadable(Pool& p, size_t index) {
+    Slot slot = std::move(p.pending[index]);
+    p.pending.erase(p.pending.begin() + static_cast<long>(index));
+    char first = 0;
+    ssize_t n = ::recv(slot.control.get(), &first, 1, MSG_DONTWAIT);
+    if (n == 1 && first == isolation::kWarmReady) {
+      p.backoff_ms = 500;
+      p.refills++;
+      std::lock_guard<std::mutex> lock(mu);
+      p.ready.push_back(std::move(slot));
+      p.ready_count = static_cast<int>(p.ready.size());
+      return;
+    }
+    Status why = Internal("a warm run closed its control socket during setup");
+    if (n == 1) {
+      std::string rest(isolation::WarmSetupFailureSize(), '\0');
+      rest[0] = first;
+      ssize_t m = ::recv(slot.control.get(), rest.data() + 1, rest.size() - 1, MSG_DONTWAIT);
+      if (m == static_cast<ssize_t>(rest.size() - 1)) why = isolation::DescribeWarmSetupFailure(rest.data(), rest.size());
+    }
+    log::Error("warm pool " + p.profile.name + ": " + why.ToString());
+    SetDetail(p, why.ToString());
+    p.next_spawn = Clock::now() + std::chrono::seconds(1);
+    Discard(slot);
+  }
+
+  // Drops every ready or pending run of zygote `z` (all of them when null).
+  void DropRunsOf(Pool& p, const ZygoteState* z) {
+    std::deque<Slot> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto it = p.ready.begin(); it != p.ready.end();) {
+        if (z == nullptr || it->zygote.get() == z) {
+          dropped.push_back(std::move(*it));
+          it = p.ready.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      p.ready_count = static_cast<int>(p.ready.size());
+    }
+    for (auto it = p.pending.begin(); it != p.pending.end();) {
+      if (z == nullptr || it->zygote.get() == z) {
+        dropped.push_back(std::move(*it));
+        it = p.pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (Slot& s : dropped) Discard(s);
+  }
+
+  void OnZygoteExit(Pool& p, std::unique_ptr<Zygote>& z) {
+    auto exit = isolation::Reap(z->launched);
+    std::string how = !exit.ok()            ? exit.status().ToString()
+                      : exit->exited        ? "exit code " + std::to_string(exit->exit_code)
+                      : exit->signal != 0   ? "signal " + std::to_string(exit->signal)
+                                            : "killed";
+    DropRunsOf(p, z->state.get());
+    if (z->retiring) {
+      log::Info("warm pool " + p.profile.name + ": a recycled zygote ended (" + how + ")");
+    } else {
+      log::Error("warm pool " + p.profile.name + ": the zygote died (" + how + "); restarting");
+      SetDetail(p, "zygote died (" + how + ")");
+      p.restarts++;
+      p.state = 0;
+    }
+    z.reset();
+  }
+
+  void Retire(Pool& p) {
+    log::Info("warm pool " + p.profile.name + ": recycling the zygote after " +
+              std::to_string(p.current->state->handoffs.load()) + " runs");
+    p.current->retiring = true;
+    DropRunsOf(p, p.current->state.get());
+    p.retiring.push_back(std::move(p.current));
+    p.state = 0;
+    p.next_start = Clock::now();
+    p.backoff_ms = 500;
+  }
+
+  void Loop();
+  void Shutdown();
+};
+
+void WarmPool::Impl::Loop() {
+  while (!stop.load()) {
+    auto now = Clock::now();
+    for (auto& pp : pools) {
+      Pool& p = *pp;
+      if (p.current && p.current->up && options.recycle_after > 0 &&
+          p.current->state->handoffs.load() >= static_cast<uint64_t>(options.recycle_after)) {
+        Retire(p);
+      }
+      if (!p.current && now >= p.next_start) StartZygote(p);
+      Zygote* z = p.current.get();
+      if (z && !z->up && now - z->started > std::chrono::duration<double>(options.startup_timeout_s)) {
+        log::Error("warm pool " + p.profile.name + ": the zygote did not come up in time; killing it");
+        isolation::KillRun(z->launched);
+      }
+      if (z && z->up && z->control && now >= p.next_spawn) {
+        int have = p.ready_count.load() + static_cast<int>(p.pending.size()) + z->spawns_asked;
+        for (; have < options.size; ++have) {
+          if (::send(z->control.get(), &zygote::kSpawn, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) break;
+          ++z->spawns_asked;
+        }
+      }
+      for (size_t i = 0; i < p.pending.size();) {
+        if (now > p.pending[i].deadline) {
+          log::Error("warm pool " + p.profile.name + ": a run did not get ready within 30 s");
+          Discard(p.pending[i]);
+          p.pending.erase(p.pending.begin() + static_cast<long>(i));
+        } else {
+          ++i;
+        }
+      }
+      for (auto& r : p.retiring) {
+        // Its last run is over (only the zygote's own reference is left): end it.
+        if (r->state.use_count() == 1 && r->launched.pid > 0) isolation::KillRun(r->launched);
+      }
+    }
+
+    // Wait for anything to happen.
+    enum Kind { kWake, kControl, kZygoteExit, kRetiredExit, kLogOut, kLogErr, kPending };
+    struct Watch {
+      Kind kind;
+      Pool* pool;
+      size_t index;
+    };
+    std::vector<struct pollfd> fds;
+    std::vector<Watch> what;
+    auto watch = [&](int fd, Kind k, Pool* p, size_t i) {
+      if (fd < 0) return;
+      fds.push_back({fd, POLLIN, 0});
+      what.push_back({k, p, i});
+    };
+    watch(wake.get(), kWake, nullptr, 0);
+    for (auto& pp : pools) {
+      Pool& p = *pp;
+      if (p.current) {
+        watch(p.current->control.get(), kControl, &p, 0);
+        watch(p.current->launched.pidfd.get(), kZygoteExit, &p, 0);
+        watch(p.current->launched.stdout_fd.get(), kLogOut, &p, 0);
+        watch(p.current->launched.stderr_fd.get(), kLogErr, &p, 0);
+      }
+      for (size_t i = 0; i < p.retiring.size(); ++i) watch(p.retiring[i]->launched.pidfd.get(), kRetiredExit, &p, i);
+      for (size_t i = 0; i < p.pending.size(); ++i) watch(p.pending[i].control.get(), kPending, &p, i);
+    }
+    int r = ::poll(fds.data(), fds.size(), 100);
+    if (r <= 0) continue;
+    // Handle from the back: removing a pending run or a retired zygote then
+    // does not move the indexes still to be handled.
+    for (size_t k = fds.size(); k-- > 0;) {
+      if (!fds[k].revents) continue;
+      Watch w = what[k];
+      Pool* p = w.pool;
+      switch (w.kind) {
+        case kWake: {
+          uint64_t v;
+          ssize_t unused = ::read(wake.get(), &v, sizeof v);
+          (void)unused;
+          break;
+        }
+        case kControl:
+          if (p->current) OnZygoteMessage(*p, *p->current);
+          break;
+        case kZygoteExit:
+          if (p->current) OnZygoteExit(*p, p->current);
+          break;
+        case kRetiredExit:
+          OnZygoteExit(*p, p->retiring[w.index]);
+          p->retiring.erase(p->retiring.begin() + static_cast<long>(w.index));
+          break;
+        case kLogOut:
+          if (p->current && !DrainLog(p->current->launched.stdout_fd.get(), &p->current->log_out,
+                                      "zygote " + p->profile.name)) {
+            p->current->launched.stdout_fd.reset();
+          }
+          break;
+        case kLogErr:
+          if (p->current && !DrainLog(p->current->launched.stderr_fd.get(), &p->current->log_err,
+                                      "zygote " + p->profile.name)) {
+            p->current->launched.stderr_fd.reset();
+          }
+          break;
+        case kPending:
+          OnPendingReadable(*p, w.index);
+          break;
+      }
+    }
+  }
+  Shutdown();
+}
+
+void WarmPool::Impl::Shutdown() {
+  for (auto& pp : pools) {
+    Pool& p = *pp;
+    DropRunsOf(p, nullptr);
+    std::vector<std::unique_ptr<Zygote>> all = std::move(p.retiring);
+    if (p.current) all.push_back(std::move(p.current));
+    for (auto& z : all) {
+      isolation::KillRun(z->launched);
+      (void)isolation::Reap(z->launched);
+    }
+    p.state = 0;
+  }
+}
+
+WarmPool::WarmPool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+WarmPool::~WarmPool() {
+  impl_->stop = true;
+  impl_->Wake();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+StatusOr<std::unique_ptr<WarmPool>> WarmPool::Start(const isolation::HostSetup& host, PoolOptions options) {
+  if (host.cgroups.version == isolation::CgroupVersion::kNone) {
+    return Unavailable("the warm pool needs cgroups (each warm run gets its own); runs go cold");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->host = host;
+  impl->options = std::move(options);
+  impl->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl->wake) return ErrnoError("eventfd");
+  impl->self_exe.reset(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+  if (!impl->self_exe) return ErrnoError("open(/proc/self/exe) for the zygote");
+  for (const PoolProfile& pp : impl->options.profiles) {
+    auto p = std::make_unique<Pool>();
+    p->profile = pp;
+    impl->pools.push_back(std::move(p));
+  }
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->Loop(); });
+  return std::unique_ptr<WarmPool>(new WarmPool(std::move(impl)));
+}
+
+bool WarmPool::Serves(const std::string& profile) const {
+  for (const auto& p : impl_->pools) {
+    if (p->profile.name == profile) return true;
+  }
+  return false;
+}
+
+HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spec, const RunOptions& options,
+                          std::string_view request) {
+  HandOff out;
+  Pool* p = nullptr;
+  for (const auto& pp : impl_->pools) {
+    if (pp->profile.name == profile) p = pp.get();
+  }
+  if (p == nullptr) {
+    out.why_not = "profile has no warm pool";
+    return out;
+  }
+  if (spec.limits.disk_bytes != p->profile.limits.disk_bytes || spec.limits.open_files != p->profile.limits.open_files) {
+    p->cold_fallbacks++;
+    out.why_not = "the request's disk limit differs from the warm runs'";
+    return out;
+  }
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Slot slot;
+    {
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      if (p->ready.empty()) break;
+      slot = std::move(p->ready.front());
+      p->ready.pop_front();
+      p->ready_count = static_cast<int>(p->ready.size());
+    }
+    impl_->Wake();  // refill
+    if (Readable(slot.run.pidfd.get())) {  // died while waiting (its zygote, most likely)
+      Discard(slot);
+      continue;
+    }
+    if (slot.run.cgroup) {
+      if (Status s = slot.run.cgroup->ChangeLimits(p->profile.limits, spec.limits); !s.ok()) {
+        log::Warn("warm pool " + profile + ": " + s.ToString());
+        Discard(slot);
+        continue;
+      }
+    }
+    std::string message(8, '\0');
+    uint64_t size = request.size();
+    for (int i = 0; i < 8; ++i) message[static_cast<size_t>(i)] = static_cast<char>((size >> (8 * i)) & 0xFF);
+    message.append(request);
+    size_t sent = 0;
+    while (sent < message.size()) {
+      ssize_t n = ::send(slot.control.get(), message.data() + sent, message.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    if (sent < message.size()) {
+      Discard(slot);
+      continue;
+    }
+    slot.control.reset();
+    p->handoffs++;
+    slot.zygote->handoffs++;
+    out.events_read = std::move(slot.events);
+    out.execution = Execution::Adopt(std::move(slot.run), spec, options, std::move(slot.zygote));
+    return out;
+  }
+  p->cold_fallbacks++;
+  out.why_not = "no warm run was ready";
+  return out;
+}
+
+std::vector<PoolStatus> WarmPool::Snapshot() const {
+  std::vector<PoolStatus> out;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const auto& p : impl_->pools) {
+    PoolStatus s;
+    s.profile = p->profile.name;
+    s.ready = static_cast<int>(p->ready.size());
+    s.target = impl_->options.size;
+    int st = p->state.load();
+    s.zygote = st == 2 ? "up" : st == 1 ? "starting" : "down";
+    s.detail = p->detail;
+    s.handoffs = p->handoffs.load();
+    s.refills = p->refills.load();
+    s.cold_fallbacks = p->cold_fallbacks.load();
+    s.restarts = p->restarts.load();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace airlock::exec

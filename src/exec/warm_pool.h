@@ -1,0 +1,88 @@
+// exec::WarmPool: the server's side of the warm path (DESIGN §3). Per profile
+// it runs one zygote (zygote_main.h: our own binary, exec'd fresh with a clean
+// environment inside a base sandbox, CPython embedded, the profile's modules
+// imported) and keeps `size` runs forked ahead of demand: each is already in
+// its own namespaces and cgroup with every layer in force, waiting for code.
+// A request's critical path is then a hand-off: adjust the cgroup limits,
+// write the code, adopt the run (Execution::Adopt).
+//
+//   ASSIGN_OR_RETURN(auto pool, WarmPool::Start(host, options));  // its own thread
+//   HandOff h = pool->TakeRun("data-science", spec, run_options, request_json);
+//   if (!h.execution) { ... cold path, h.why_not says why ... }
+//
+// Robustness: a zygote that dies is restarted with a backoff (its runs in
+// flight end with kill_reason "lost"); one is replaced after `recycle_after`
+// hand-offs once its runs have ended; a ready run that died is skipped. The
+// thread that calls Start() must outlive the pool (the zygotes die with it:
+// PR_SET_PDEATHSIG).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "exec/execution.h"
+#include "isolation/sandbox.h"
+#include "isolation/spec.h"
+
+namespace airlock::exec {
+
+struct PoolProfile {
+  std::string name;
+  std::vector<std::string> preimport;
+  // Every ready run is made with these (the profile's ceilings); a request may
+  // lower memory, pids and cpus (rewritten in its cgroup at hand-off) and the
+  // CPU time (watched by Execution); a different disk size goes cold.
+  isolation::Limits limits;
+};
+
+struct PoolOptions {
+  std::vector<PoolProfile> profiles;
+  int size = 2;                // runs kept ready per profile
+  int64_t recycle_after = 0;   // hand-offs after which a zygote is replaced; 0: never
+  std::vector<std::string> zygote_env;  // the zygote's whole environment ("K=V")
+  isolation::Limits zygote_limits;      // the zygote's own cgroup and rlimits (runs stay below)
+  double startup_timeout_s = 120;       // imports of a cold disk cache can be slow
+};
+
+struct PoolStatus {
+  std::string profile;
+  int ready = 0;
+  int target = 0;
+  std::string zygote;  // "up", "starting", "down"
+  std::string detail;  // why down, import failures
+  uint64_t handoffs = 0, refills = 0, cold_fallbacks = 0, restarts = 0;
+};
+
+struct HandOff {
+  std::unique_ptr<Execution> execution;  // null: take the cold path
+  UniqueFd events_read;                   // the run's result channel (non-blocking)
+  std::string why_not;                    // when execution is null
+};
+
+class WarmPool {
+ public:
+  static StatusOr<std::unique_ptr<WarmPool>> Start(const isolation::HostSetup& host, PoolOptions options);
+  ~WarmPool();  // stops the thread, kills the zygotes and every ready run
+
+  // Thread-safe and fast (no fork): a ready run of `profile`, given `request`
+  // (the runner's config JSON with the code inline), with spec.limits applied.
+  HandOff TakeRun(const std::string& profile, const isolation::Spec& spec, const RunOptions& options,
+                  std::string_view request);
+  // Whether `profile` has a pool at all (a profile without one always runs cold).
+  bool Serves(const std::string& profile) const;
+  std::vector<PoolStatus> Snapshot() const;
+
+  struct Impl;
+
+ private:
+  explicit WarmPool(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace airlock::exec

@@ -1,0 +1,363 @@
+// Python.h first: it sets feature macros the C library headers read.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "exec/zygote_main.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "exec/zygote_protocol.h"
+#include "isolation/landlock.h"
+#include "isolation/warm_run.h"
+
+namespace airlock::exec {
+namespace {
+
+// Loads the runner as a module under the file name the cold path shows (its
+// frames are recognised by it and kept out of user tracebacks), imports the
+// profile's modules, and freezes what exists so that the garbage collector of
+// a run does not write to (and so copy) every object it inherited.
+constexpr const char* kBootstrap = R"(
+import gc, sys, types
+_runner = types.ModuleType("airlock_runner")
+_runner.__file__ = "/sandbox/airlock_runner.py"
+exec(compile(_source, "/sandbox/airlock_runner.py", "exec"), _runner.__dict__)
+_failed = _runner.zygote_preimport(_preimport)
+_warm_main = _runner.warm_main
+del _source
+gc.collect()
+gc.freeze()
+)";
+
+struct Args {
+  std::vector<std::string> preimport;
+  isolation::Limits limits;
+};
+
+bool ParseArgs(int argc, char** argv, Args* out, std::string* error) {
+  for (int i = 2; i < argc; ++i) {
+    std::string key = argv[i];
+    if (i + 1 >= argc) {
+      *error = key + " needs a value";
+      return false;
+    }
+    std::string value = argv[++i];
+    char* end = nullptr;
+    if (key == "--preimport") {
+      for (size_t pos = 0; pos < value.size();) {
+        size_t comma = value.find(',', pos);
+        if (comma == std::string::npos) comma = value.size();
+        if (comma > pos) out->preimport.push_back(value.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
+      continue;
+    }
+    double number = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || number < 0) {
+      *error = key + ": '" + value + "' is not a number";
+      return false;
+    }
+    auto n = static_cast<int64_t>(number);
+    if (key == "--memory") out->limits.memory_bytes = n;
+    else if (key == "--pids") out->limits.pids = n;
+    else if (key == "--cpus") out->limits.cpus = number;
+    else if (key == "--disk") out->limits.disk_bytes = n;
+    else if (key == "--open-files") out->limits.open_files = n;
+    else if (key == "--cpu-time-ms") out->limits.cpu_time_ms = n;
+    else {
+      *error = "unknown option " + key;
+      return false;
+    }
+  }
+  return true;
+}
+
+// One message on the pool socket: the type byte, text, and fds (SCM_RIGHTS).
+bool Send(char type, const std::string& text, const int* fds = nullptr, size_t nfds = 0) {
+  std::string body(1, type);
+  body += text.substr(0, 60000);
+  struct iovec iov = {body.data(), body.size()};
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * zygote::kSpawnedFds)];
+    struct cmsghdr align;
+  } u{};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (nfds > 0) {
+    msg.msg_control = u.buf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  return ::sendmsg(zygote::kControlFd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(body.size());
+}
+
+void SendText(char type, const std::string& text) { Send(type, text); }
+
+int CountThreads() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+bool ReadFull(int fd, char* buf, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::read(fd, buf, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    buf += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Our command line's memory (argv strings are contiguous).
+char* g_argv_begin = nullptr;
+char* g_argv_end = nullptr;
+
+// The run's program, every layer in force: read the request, run the cell, exit.
+[[noreturn]] void RunProgram(PyObject* warm_main, int control) {
+  // What `ps` and /proc/PID/cmdline show in the run: a python3, not our options.
+  if (g_argv_begin != nullptr) {
+    std::memset(g_argv_begin, 0, static_cast<size_t>(g_argv_end - g_argv_begin));
+    std::strncpy(g_argv_begin, "python3", static_cast<size_t>(g_argv_end - g_argv_begin) - 1);
+  }
+  unsigned char header[8];
+  if (!ReadFull(control, reinterpret_cast<char*>(header), sizeof header)) ::_exit(0);  // discarded unused
+  uint64_t size = 0;
+  for (int i = 7; i >= 0; --i) size = (size << 8) | header[i];
+  if (size > zygote::kMaxRequestBytes) ::_exit(2);
+  std::string request(size, '\0');
+  if (!ReadFull(control, request.data(), size)) ::_exit(2);
+  // The server does not listen any more: nothing of this run may reach it but
+  // its output, its result channel and its exit status.
+  ::close(control);
+  PyObject* arg = PyBytes_FromStringAndSize(request.data(), static_cast<Py_ssize_t>(size));
+  std::string().swap(request);
+  PyObject* result = arg ? PyObject_CallOneArg(warm_main, arg) : nullptr;
+  int code = 2;
+  if (result != nullptr && PyLong_Check(result)) {
+    code = static_cast<int>(PyLong_AsLong(result)) & 0xFF;
+  } else if (PyErr_Occurred()) {
+    PyErr_Print();
+  }
+  ::_exit(code);
+}
+
+class Zygote {
+ public:
+  Zygote(PyObject* warm_main, std::unique_ptr<isolation::WarmRunFactory> factory)
+      : warm_main_(warm_main), factory_(std::move(factory)) {}
+
+  // One run: pipes, control socket, clone; the fds go to the server.
+  Status Spawn() {
+    int threads = CountThreads();
+    if (threads != 1) {
+      return Internal("the zygote has " + std::to_string(threads) +
+                      " threads; forking it would copy a process whose other threads hold locks "
+                      "(a preimported module started a thread: set its thread count to 1)");
+    }
+    int p[4][2];
+    int made = 0;
+    for (; made < 4; ++made) {
+      if (::pipe2(p[made], O_CLOEXEC) != 0) break;
+    }
+    int ctl[2] = {-1, -1};
+    bool ok = made == 4 && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) == 0;
+    std::vector<UniqueFd> owned;
+    for (int i = 0; i < made; ++i) {
+      owned.emplace_back(p[i][0]);
+      owned.emplace_back(p[i][1]);
+    }
+    if (!ok) {
+      if (ctl[0] >= 0) ::close(ctl[0]);
+      return ErrnoError("pipe2/socketpair for a warm run");
+    }
+    UniqueFd server_end(ctl[0]), run_end(ctl[1]);
+    // p[0] status, p[1] stdout, p[2] stderr, p[3] result channel.
+    isolation::WarmRunFactory::Fds fds;
+    fds.control = run_end.get();
+    fds.status_w = p[0][1];
+    fds.stdout_w = p[1][1];
+    fds.stderr_w = p[2][1];
+    fds.events_w = p[3][1];
+    int control = -1;
+    PyOS_BeforeFork();
+    StatusOr<pid_t> pid = factory_->Clone(fds, &control);
+    if (pid.ok() && *pid == 0) {
+      PyOS_AfterFork_Child();
+      RunProgram(warm_main_, control);
+    }
+    PyOS_AfterFork_Parent();
+    if (!pid.ok()) return pid.status();
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, *pid, 0)));
+    if (!pidfd) {
+      ::kill(*pid, SIGKILL);
+      return ErrnoError("pidfd_open of a warm run");
+    }
+    int send_fds[zygote::kSpawnedFds] = {pidfd.get(), p[1][0], p[2][0], p[0][0], p[3][0], server_end.get()};
+    if (!Send(zygote::kSpawned, "", send_fds, zygote::kSpawnedFds)) {
+      ::kill(*pid, SIGKILL);
+      return ErrnoError("sendmsg (a warm run's fds to the server)");
+    }
+    return Status::Ok();  // our copies close here; the run and the server hold theirs
+  }
+
+  int Loop() {
+    sigset_t chld;
+    ::sigemptyset(&chld);
+    ::sigaddset(&chld, SIGCHLD);
+    ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+    UniqueFd sigfd(::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK));
+    for (;;) {
+      Reap();
+      struct pollfd fds[2] = {{zygote::kControlFd, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
+      int r = ::poll(fds, sigfd ? 2 : 1, sigfd ? -1 : 200);
+      if (r < 0 && errno != EINTR) return 1;
+      if (r > 0 && sigfd && (fds[1].revents & POLLIN)) {
+        struct signalfd_siginfo si;
+        while (::read(sigfd.get(), &si, sizeof si) > 0) {
+        }
+      }
+      if (r > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[64];
+        ssize_t n = ::recv(zygote::kControlFd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return 0;  // the server is gone: so are we (and, with us, every run)
+        if (buf[0] == zygote::kSpawn) {
+          if (Status s = Spawn(); !s.ok()) SendText(zygote::kFailed, s.ToString());
+        }
+      }
+    }
+  }
+
+ private:
+  void Reap() {
+    int st;
+    while (::waitpid(-1, &st, WNOHANG | __WALL) > 0) {
+    }
+  }
+
+  PyObject* warm_main_;
+  std::unique_ptr<isolation::WarmRunFactory> factory_;
+};
+
+std::string PyErrorText() {
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  std::string text = "unknown Python error";
+  if (value != nullptr) {
+    if (PyObject* s = PyObject_Str(value)) {
+      if (const char* c = PyUnicode_AsUTF8(s)) text = c;
+      Py_DECREF(s);
+    }
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return text;
+}
+
+}  // namespace
+
+int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
+  if (argc > 0) {
+    g_argv_begin = argv[0];
+    g_argv_end = argv[argc - 1] + std::strlen(argv[argc - 1]) + 1;
+  }
+  Args args;
+  std::string error;
+  if (!ParseArgs(argc, argv, &args, &error)) {
+    SendText(zygote::kFailed, "zygote arguments: " + error);
+    return 2;
+  }
+
+  PyConfig config;
+  PyConfig_InitIsolatedConfig(&config);  // like python3 -I: no PYTHON* variables, no user site
+  config.write_bytecode = 0;             // -B
+  config.install_signal_handlers = 1;
+  PyConfig_SetString(&config, &config.program_name, L"/usr/bin/python3");
+  PyConfig_SetString(&config, &config.executable, L"/usr/bin/python3");
+  PyStatus st = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(st)) {
+    SendText(zygote::kFailed, std::string("embedded Python did not start: ") + (st.err_msg ? st.err_msg : "?"));
+    return 1;
+  }
+
+  PyObject* globals = PyDict_New();
+  PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
+  PyObject* source = PyBytes_FromStringAndSize(runner_source.data(), static_cast<Py_ssize_t>(runner_source.size()));
+  PyObject* preimport = PyList_New(0);
+  for (const std::string& m : args.preimport) {
+    PyObject* name = PyUnicode_FromString(m.c_str());
+    PyList_Append(preimport, name);
+    Py_DECREF(name);
+  }
+  PyDict_SetItemString(globals, "_source", source);
+  PyDict_SetItemString(globals, "_preimport", preimport);
+  Py_DECREF(source);
+  Py_DECREF(preimport);
+  PyObject* done = PyRun_String(kBootstrap, Py_file_input, globals, globals);
+  if (done == nullptr) {
+    SendText(zygote::kFailed, "loading the runner in the zygote failed: " + PyErrorText());
+    return 1;
+  }
+  Py_DECREF(done);
+  PyObject* warm_main = PyDict_GetItemString(globals, "_warm_main");  // borrowed; globals lives on
+  std::string failed;
+  if (PyObject* list = PyDict_GetItemString(globals, "_failed"); list && PyList_Check(list)) {
+    for (Py_ssize_t i = 0; i < PyList_Size(list); ++i) {
+      if (const char* c = PyUnicode_AsUTF8(PyList_GetItem(list, i))) failed += std::string(c) + "\n";
+    }
+  }
+  // Flushed now: whatever Python buffered must not be written again by every run.
+  PyRun_SimpleString("import sys\nsys.stdout.flush()\nsys.stderr.flush()\n");
+
+  isolation::Spec spec;
+  spec.limits = args.limits;
+  auto factory = isolation::WarmRunFactory::Create(spec, isolation::LandlockAbi());
+  if (!factory.ok()) {
+    SendText(zygote::kFailed, "planning warm runs: " + factory.status().ToString());
+    return 1;
+  }
+  (*factory)->SetArgvArea(reinterpret_cast<uintptr_t>(g_argv_begin), reinterpret_cast<uintptr_t>(g_argv_end));
+  // Our own pidfd: the server learns of our death before our runs' (they die
+  // when our parent, the namespace's init, follows us).
+  UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+  int self_fd = self.get();
+  if (!self || !Send(zygote::kUp, failed, &self_fd, 1)) {
+    SendText(zygote::kFailed, "pidfd_open/sendmsg of the zygote's own pidfd failed");
+    return 1;
+  }
+  self.reset();
+  Zygote zygote(warm_main, std::move(*factory));
+  return zygote.Loop();
+}
+
+}  // namespace airlock::exec

@@ -1,0 +1,23 @@
+// The zygote process of the warm pool (DESIGN §3): `airlock __zygote ...`,
+// exec'd fresh by the server's WarmPool inside a base sandbox (isolation::Spec
+// nested_sandbox_host) with a clean environment and the pool socket as fd 3.
+// It embeds CPython, loads the in-sandbox runner, imports the profile's
+// modules, then forks runs on request (isolation/warm_run.h) and never runs
+// user code itself. Single-threaded by construction (it checks before each
+// fork); exits when the pool socket closes.
+//
+// Arguments (written by WarmPool, not meant for people):
+//   __zygote --preimport numpy,pandas --memory BYTES --pids N --cpus X
+//            --disk BYTES --open-files N --cpu-time-ms MS
+#pragma once
+
+#include <string_view>
+
+namespace airlock::exec {
+
+inline constexpr const char* kZygoteSubcommand = "__zygote";
+
+// Returns the process's exit code. runner_source: runtime/python/airlock_runner.py.
+int ZygoteMain(int argc, char** argv, std::string_view runner_source);
+
+}  // namespace airlock::exec

@@ -1,0 +1,98 @@
+#include "isolation/warm_run.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "base/fs.h"
+#include "isolation/child_plan.h"
+#include "isolation/landlock.h"
+
+namespace airlock::isolation {
+namespace {
+
+constexpr int kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+
+}  // namespace
+
+size_t WarmSetupFailureSize() { return sizeof(internal::ChildError); }
+
+Status DescribeWarmSetupFailure(const char* bytes, size_t size) {
+  internal::ChildError e{};
+  std::memcpy(&e, bytes, std::min(size, sizeof e));
+  return Status(ErrorCode::kUnavailable,
+                std::string("warm run setup failed at step '") + internal::StepName(e.step) + "'", e.err);
+}
+
+WarmRunFactory::~WarmRunFactory() = default;
+
+StatusOr<std::unique_ptr<WarmRunFactory>> WarmRunFactory::Create(const Spec& spec, int landlock_abi) {
+  std::unique_ptr<WarmRunFactory> f(new WarmRunFactory());
+  f->spec_ = spec;
+  f->spec_.argv.clear();
+  f->spec_.files.clear();
+  f->spec_.extra_fd = -1;
+  f->spec_.exec_fd = -1;
+  f->spec_.nested_sandbox_host = false;
+  ASSIGN_OR_RETURN(f->seccomp_, CompileSeccompPolicy({}));
+  f->plan_ = std::make_unique<internal::ChildPlan>();
+  internal::FillChildPlan(f->plan_.get(), f->spec_, landlock_abi, &f->seccomp_);
+  f->plan_->warm = true;
+  // The server puts every warm run in a cgroup before it goes on (kWarmGo).
+  f->plan_->rlimits = internal::PlanRlimits(f->spec_.limits, /*have_cgroup=*/true);
+  return f;
+}
+
+void WarmRunFactory::SetArgvArea(uintptr_t start, uintptr_t end) {
+  plan_->arg_start = start;
+  plan_->arg_end = end;
+}
+
+StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, int* control) {
+  internal::ChildPlan& plan = *plan_;
+  plan.sync_r = fds.control;
+  plan.err_w = fds.control;
+  plan.status_w = fds.status_w;
+  plan.stdout_w = fds.stdout_w;
+  plan.stderr_w = fds.stderr_w;
+  plan.extra_fd = fds.events_w;
+
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, kCloneFlags | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  if (pid < 0) return ErrnoError("clone(user, pid, mount, net, ipc, uts namespaces) of a warm run");
+  if (pid == 0) {
+    internal::RunChild(plan);  // returns only in the program, restricted
+    *control = plan.err_w;     // RunChild moved it to a high fd in this process
+    if (::write(*control, &kWarmReady, 1) != 1) {
+      internal::ChildError e{internal::kStepReady, errno, -1};
+      ssize_t unused = ::write(*control, &e, sizeof e);
+      (void)unused;
+      ::_exit(127);
+    }
+    return 0;
+  }
+  // The run's user namespace: its kSandboxUid is our own uid, nothing else.
+  // The unprivileged form (one id, our own; setgroups denied) is all we need.
+  auto abandon = [&](Status s) -> Status {
+    ::kill(pid, SIGKILL);
+    int st;
+    ::waitpid(pid, &st, __WALL);
+    return s;
+  };
+  const std::string proc = "/proc/" + std::to_string(pid);
+  if (Status s = WriteFile(proc + "/setgroups", "deny"); !s.ok()) return abandon(s);
+  if (Status s = WriteFile(proc + "/uid_map", std::to_string(kSandboxUid) + " " + std::to_string(::geteuid()) + " 1\n");
+      !s.ok()) {
+    return abandon(s);
+  }
+  if (Status s = WriteFile(proc + "/gid_map", std::to_string(kSandboxGid) + " " + std::to_string(::getegid()) + " 1\n");
+      !s.ok()) {
+    return abandon(s);
+  }
+  return pid;
+}
+
+}  // namespace airlock::isolation

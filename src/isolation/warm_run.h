@@ -1,0 +1,80 @@
+// Runs created from inside a warm pool's zygote (DESIGN §3). The zygote is a
+// single-threaded process that already holds a warm interpreter; for each run
+// it clones a child into new user, pid, mount, net, ipc and uts namespaces
+// (mapped to the zygote's own uid), which then waits for the server to put it
+// in its cgroup, builds its filesystem, forks the program and applies every
+// layer a cold run gets (sandbox.h) before returning to the zygote's code, in
+// the program only, to run the user's cell.
+//
+//   In the zygote, once:
+//     ASSIGN_OR_RETURN(auto factory, WarmRunFactory::Create(spec, LandlockAbi()));
+//   Per run:
+//     WarmRunFactory::Fds fds{control, status_w, stdout_w, stderr_w, events_w};
+//     int control = -1;
+//     ASSIGN_OR_RETURN(pid_t pid, factory->Clone(fds, &control));
+//     if (pid == 0) { /* the run's program, restricted: read the request on `control` */ }
+//
+// The handshake on the control socket (a SOCK_STREAM pair; the other end goes
+// to the server): the server writes kWarmGo once the run's init is in its
+// cgroup; the program writes kWarmReady once every layer is in force, or the
+// child writes a setup failure (DescribeWarmSetupFailure() reads it).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "isolation/seccomp_policy.h"
+#include "isolation/spec.h"
+
+namespace airlock::isolation {
+
+inline constexpr char kWarmGo = 'g';
+inline constexpr char kWarmReady = 'R';
+// Bytes of a setup failure on the control socket (its first byte is never kWarmReady).
+size_t WarmSetupFailureSize();
+// "sandbox setup failed at step 'mount' (errno ...)" from those bytes.
+Status DescribeWarmSetupFailure(const char* bytes, size_t size);
+
+namespace internal {
+struct ChildPlan;
+}
+
+class WarmRunFactory {
+ public:
+  // Plans the run's filesystem from the calling process's own root, plus
+  // Landlock, seccomp and rlimits (cgroup present: the server adds it).
+  // spec.argv/env/files are unused: a warm run never execs.
+  static StatusOr<std::unique_ptr<WarmRunFactory>> Create(const Spec& spec, int landlock_abi);
+  ~WarmRunFactory();
+
+  struct Fds {
+    int control = -1;   // the run's end of the control socket
+    int status_w = -1;  // init writes the program's status here
+    int stdout_w = -1, stderr_w = -1;
+    int events_w = -1;  // the result channel: fd 3 of the program
+  };
+
+  // Clones one run. In the calling process: the run's init pid (the caller
+  // closes its copies of fds). In the run's program: 0, every layer in force,
+  // fds 0-3 in place, *control = the control socket (moved to a high number).
+  // The caller must be single-threaded.
+  StatusOr<pid_t> Clone(const Fds& fds, int* control);
+
+  // The calling process's command line memory: blanked in each run's init (as
+  // a cold run's init blanks the server's), so /proc/1/cmdline shows nothing.
+  void SetArgvArea(uintptr_t start, uintptr_t end);
+
+  const Spec& spec() const { return spec_; }
+
+ private:
+  WarmRunFactory() = default;
+  Spec spec_;
+  SeccompProgram seccomp_;
+  std::unique_ptr<internal::ChildPlan> plan_;
+};
+
+}  // namespace airlock::isolation
