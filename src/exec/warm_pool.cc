@@ -165,6 +165,11 @@ struct WarmPool::Impl {
                  "--disk",        std::to_string(l.disk_bytes),
                  "--open-files",  std::to_string(l.open_files),
                  "--cpu-time-ms", std::to_string(l.cpu_time_ms)};
+    for (const std::string& b : options.ro_binds) {
+      spec.argv.push_back("--ro-bind");
+      spec.argv.push_back(b);
+    }
+    spec.ro_binds = options.ro_binds;
     spec.env = options.zygote_env;
     spec.limits = options.zygote_limits;
     spec.hostname = "sandbox";
@@ -368,8 +373,9 @@ struct WarmPool::Impl {
   void Retire(Pool& p) {
     log::Info("warm pool " + p.profile.name + ": recycling the zygote after " +
               std::to_string(p.current->state->handoffs.load()) + " runs");
+    // Its ready runs are still good (handed off as usual while the successor
+    // starts); it ends once the last of them has finished.
     p.current->retiring = true;
-    DropRunsOf(p, p.current->state.get());
     p.retiring.push_back(std::move(p.current));
     p.state = 0;
     p.next_start = Clock::now();
@@ -520,8 +526,9 @@ StatusOr<std::unique_ptr<WarmPool>> WarmPool::Start(const isolation::HostSetup& 
   impl->options = std::move(options);
   impl->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl->wake) return ErrnoError("eventfd");
-  impl->self_exe.reset(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
-  if (!impl->self_exe) return ErrnoError("open(/proc/self/exe) for the zygote");
+  const std::string binary = impl->options.zygote_binary.empty() ? "/proc/self/exe" : impl->options.zygote_binary;
+  impl->self_exe.reset(::open(binary.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!impl->self_exe) return ErrnoError("open(" + binary + ") for the zygote");
   for (const PoolProfile& pp : impl->options.profiles) {
     auto p = std::make_unique<Pool>();
     p->profile = pp;

@@ -48,6 +48,10 @@ struct PoolOptions {
   std::vector<std::string> zygote_env;  // the zygote's whole environment ("K=V")
   isolation::Limits zygote_limits;      // the zygote's own cgroup and rlimits (runs stay below)
   double startup_timeout_s = 120;       // imports of a cold disk cache can be slow
+  // Extra host paths bound read-only into the zygotes and their runs (tests).
+  std::vector<std::string> ro_binds;
+  // The airlock binary that has the zygote (`airlock __zygote`); "" = this process's own.
+  std::string zygote_binary;
 };
 
 struct PoolStatus {

@@ -47,6 +47,7 @@ gc.freeze()
 
 struct Args {
   std::vector<std::string> preimport;
+  std::vector<std::string> ro_binds;
   isolation::Limits limits;
 };
 
@@ -66,6 +67,10 @@ bool ParseArgs(int argc, char** argv, Args* out, std::string* error) {
         if (comma > pos) out->preimport.push_back(value.substr(pos, comma - pos));
         pos = comma + 1;
       }
+      continue;
+    }
+    if (key == "--ro-bind") {
+      out->ro_binds.push_back(value);
       continue;
     }
     double number = std::strtod(value.c_str(), &end);
@@ -341,6 +346,7 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
 
   isolation::Spec spec;
   spec.limits = args.limits;
+  spec.ro_binds = args.ro_binds;
   auto factory = isolation::WarmRunFactory::Create(spec, isolation::LandlockAbi());
   if (!factory.ok()) {
     SendText(zygote::kFailed, "planning warm runs: " + factory.status().ToString());

@@ -8,7 +8,7 @@
 //
 // Arguments (written by WarmPool, not meant for people):
 //   __zygote --preimport numpy,pandas --memory BYTES --pids N --cpus X
-//            --disk BYTES --open-files N --cpu-time-ms MS
+//            --disk BYTES --open-files N --cpu-time-ms MS [--ro-bind PATH]...
 #pragma once
 
 #include <string_view>

@@ -17,9 +17,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class ProgramsTest : public SandboxTest {};
+class ProgramsTest : public BothPathsTest {};
+INSTANTIATE_TEST_SUITE_P(Paths, ProgramsTest, ::testing::Values(RunPath::kCold, RunPath::kWarm), RunPathName);
 
-TEST_F(ProgramsTest, PrintsAndExitsZero) {
+TEST_P(ProgramsTest, PrintsAndExitsZero) {
   auto r = Py("print(sum(range(10)))\n");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out.data, "45\n");
@@ -28,7 +29,7 @@ TEST_F(ProgramsTest, PrintsAndExitsZero) {
   EXPECT_FALSE(r.timed_out);
 }
 
-TEST_F(ProgramsTest, ExitCodesAndExceptions) {
+TEST_P(ProgramsTest, ExitCodesAndExceptions) {
   EXPECT_EQ(Py("import sys\nsys.exit(42)\n").exit_code, 42);
   auto r = Py("1/0\n");
   EXPECT_EQ(r.exit_code, 1);
@@ -39,7 +40,7 @@ TEST_F(ProgramsTest, ExitCodesAndExceptions) {
   EXPECT_EQ(exec::KillReasonName(k.kill_reason), std::string("signal"));
 }
 
-TEST_F(ProgramsTest, StandardLibraryThreadsAndUnicode) {
+TEST_P(ProgramsTest, StandardLibraryThreadsAndUnicode) {
   auto r = Py("import json, re, statistics, threading, hashlib, decimal, datetime, sqlite3\n"
               "out = []\n"
               "ts = [threading.Thread(target=lambda i=i: out.append(i * i)) for i in range(8)]\n"
@@ -55,7 +56,7 @@ TEST_F(ProgramsTest, StandardLibraryThreadsAndUnicode) {
   EXPECT_THAT(r.out.data, HasSubstr("héllo wörld ✓ 世界"));
 }
 
-TEST_F(ProgramsTest, MultiprocessingPoolAndSubprocess) {
+TEST_P(ProgramsTest, MultiprocessingPoolAndSubprocess) {
   auto r = Py("import multiprocessing, subprocess\n"
               "def sq(x): return x * x\n"
               "if __name__ == '__main__':\n"
@@ -68,7 +69,7 @@ TEST_F(ProgramsTest, MultiprocessingPoolAndSubprocess) {
   EXPECT_THAT(r.out.data, HasSubstr("SH 3"));
 }
 
-TEST_F(ProgramsTest, FilesInTheWorkingDirectory) {
+TEST_P(ProgramsTest, FilesInTheWorkingDirectory) {
   auto r = Py("import os, csv\n"
               "print(os.getcwd())\n"
               "with open('data.csv', 'w', newline='') as f: csv.writer(f).writerows([[1, 2], [3, 4]])\n"
@@ -80,7 +81,7 @@ TEST_F(ProgramsTest, FilesInTheWorkingDirectory) {
   EXPECT_THAT(r.out.data, HasSubstr("deep"));
 }
 
-TEST_F(ProgramsTest, NumpyAndPandasImport) {
+TEST_P(ProgramsTest, NumpyAndPandasImport) {
   auto r = Py("import numpy as np, pandas as pd\n"
               "print(int(np.arange(10).sum()))\n"
               "print(pd.DataFrame({'k': ['a', 'b', 'a'], 'v': [1, 2, 3]}).groupby('k').v.sum().to_dict())\n",
@@ -89,7 +90,7 @@ TEST_F(ProgramsTest, NumpyAndPandasImport) {
   EXPECT_THAT(r.out.data, HasSubstr("45\n{'a': 4, 'b': 2}"));
 }
 
-TEST_F(ProgramsTest, EachRunStartsFromACleanSlate) {
+TEST_P(ProgramsTest, EachRunStartsFromACleanSlate) {
   auto a = Py("open('/tmp/left-behind', 'w').write('x')\n");
   EXPECT_EQ(a.exit_code, 0);
   auto b = Py("import os\nprint(os.path.exists('/tmp/left-behind'))\n");
@@ -99,7 +100,7 @@ TEST_F(ProgramsTest, EachRunStartsFromACleanSlate) {
 // The run's init never execs, so close-on-exec does not keep the parent's fds
 // out of it; it must close them itself. Otherwise it would hold the server's
 // sockets and other runs' pipes open (no EOF, no FIN) for as long as it lives.
-TEST_F(ProgramsTest, RunHoldsNoFileDescriptorOfTheParent) {
+TEST_P(ProgramsTest, RunHoldsNoFileDescriptorOfTheParent) {
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
   std::thread run([&] { Py("import time\ntime.sleep(3)\n"); });
@@ -129,12 +130,15 @@ int CountFds() {
   return n;
 }
 
-int CountRunCgroups() {
+// Run cgroups of this process ("run-PID-N" cold, "warm-PID-N" warm) under the
+// parents the host setup uses.
+int CountRunCgroups(const isolation::HostSetup& host, const std::string& kind) {
   int n = 0;
-  std::string prefix = "run-" + std::to_string(getpid()) + "-";
-  for (const char* dir : {"/sys/fs/cgroup/memory/airlock", "/sys/fs/cgroup/pids/airlock", "/sys/fs/cgroup/cpu/airlock",
-                          "/sys/fs/cgroup/airlock", "/sys/fs/cgroup/unified/airlock"}) {
-    DIR* d = opendir(dir);
+  std::string prefix = kind + "-" + std::to_string(getpid()) + "-";
+  const isolation::CgroupSetup& c = host.cgroups;
+  for (const std::string& dir : {c.v1_memory_parent, c.v1_pids_parent, c.v1_cpu_parent, c.v2_parent}) {
+    if (dir.empty()) continue;
+    DIR* d = opendir(dir.c_str());
     if (!d) continue;
     while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind(prefix, 0) == 0;
     closedir(d);
@@ -142,18 +146,52 @@ int CountRunCgroups() {
   return n;
 }
 
-TEST_F(ProgramsTest, RunsLeaveNoMountFdCgroupOrChildBehind) {
-  Py("print(1)\n");  // warm up lazily-created state
-  int mounts = CountMounts(), fds = CountFds();
+int CountChildren() {
+  int n = 0;
+  DIR* d = opendir("/proc");
+  while (dirent* e = readdir(d)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    auto st = ReadFile(std::string("/proc/") + e->d_name + "/status");
+    if (st.ok() && st->find("\nPPid:\t" + std::to_string(getpid()) + "\n") != std::string::npos) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+TEST_P(ProgramsTest, RunsLeaveNoMountFdCgroupOrChildBehind) {
+  // The cold variant counts from zero: no warm pool of an earlier test around.
+  if (path_ == RunPath::kCold && pools_) pools_->clear();
+  Py("print(1)\n");  // warm up lazily-created state (and the warm pool)
+  // A warm pool keeps runs ready (their cgroups, its zygote): compare once it
+  // has refilled after each batch.
+  auto settle = [&] {
+    if (path_ != RunPath::kWarm) return;
+    for (int i = 0; i < 200; ++i) {
+      auto s = WarmPoolFor(isolation::Limits{}.disk_bytes)->Snapshot();
+      if (!s.empty() && s[0].ready == s[0].target) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  settle();
+  int mounts = CountMounts(), fds = CountFds(), children = CountChildren();
+  int cold = CountRunCgroups(*host_, "run"), warm = CountRunCgroups(*host_, "warm");
+  EXPECT_GT(path_ == RunPath::kWarm ? warm : 1, 0) << "the warm runs' cgroups are not where this test looks";
   for (int i = 0; i < 20; ++i) {
     Py(i % 2 ? "print(1)\n" : "while True: pass\n", {}, 0.2);
   }
+  settle();
   EXPECT_EQ(CountMounts(), mounts);
   EXPECT_EQ(CountFds(), fds);
-  EXPECT_EQ(CountRunCgroups(), 0);
-  int st;
-  EXPECT_EQ(waitpid(-1, &st, WNOHANG), -1) << "an unreaped child is left";
-  EXPECT_EQ(errno, ECHILD);
+  EXPECT_EQ(CountChildren(), children);
+  EXPECT_EQ(CountRunCgroups(*host_, "run"), cold);
+  EXPECT_EQ(CountRunCgroups(*host_, "warm"), warm);
+  if (path_ == RunPath::kCold) {
+    EXPECT_EQ(cold, 0);
+    int st;
+    EXPECT_EQ(waitpid(-1, &st, WNOHANG), -1) << "an unreaped child is left";
+    EXPECT_EQ(errno, ECHILD);
+  }
 }
 
 }  // namespace
