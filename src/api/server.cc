@@ -171,6 +171,8 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
   }
 
   void Start() {
+    // A ready warm run is handed the code right here (no fork, no wait).
+    if (auto ex = s_.svc.TryStartWarmNow(*plan_)) return OnLaunched(std::move(ex));
     net::post(s_.launcher, [self = shared_from_this()] {
       Clock::time_point t0 = Clock::now();
       auto ex = self->s_.svc.Start(*self->plan_);
@@ -276,6 +278,11 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     // init), so the channel holds all there is: read it to EOF.
     if (chan_open_) chan_open_ = channel_.ReadFrom(fd_[kChan]);
     chan_.release();
+    if (ex_->adopted()) {
+      // Nothing to wait for (its zygote reaps it): finish on this thread.
+      exec::RunResult result = ex_->Finish();
+      return Complete(result);
+    }
     net::post(s_.workers, [self = shared_from_this()] {
       exec::RunResult result = self->ex_->Finish();
       net::post(*self->s_.io, [self, result = std::move(result)] { self->Complete(result); });
@@ -285,9 +292,12 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
   void Complete(const exec::RunResult& result) {
     RunOutcome o;
     o.response = s_.svc.Complete(*plan_, result, channel_);
-    ex_.reset();
+    std::unique_ptr<exec::Execution> ex = std::move(ex_);
     Done done = std::move(done_);
     done(std::move(o));
+    // The run's cgroup directories go after the response is on its way
+    // (rmdir of a v1 memory cgroup can take milliseconds).
+    net::post(s_.workers, [ex = std::move(ex)]() mutable { ex.reset(); });
   }
 
   Server::Impl& s_;

@@ -42,7 +42,7 @@ struct ServeFlags {
   std::string max_code = "1M";
   double drain_grace_s = 10;
   std::vector<std::string> allow_degraded;
-  int64_t pool_size = 2;         // warm runs kept ready per profile; 0: warm path off
+  int64_t pool_size = 4;         // warm runs kept ready per profile; 0: warm path off
   int64_t pool_recycle = 5000;   // runs after which a zygote is replaced; 0: never
 };
 

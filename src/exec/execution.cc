@@ -69,10 +69,17 @@ Execution::~Execution() {
 
 int Execution::stdout_fd() const { return out_eof_ ? -1 : run_.stdout_fd.get(); }
 int Execution::stderr_fd() const { return err_eof_ ? -1 : run_.stderr_fd.get(); }
-int Execution::pidfd() const { return exited_ ? -1 : run_.pidfd.get(); }
+// An adopted (warm) run ends for us when its init has written the program's
+// status (every other process of the run is reaped by then; init only exits,
+// and tearing its namespaces down takes milliseconds we need not wait for), or
+// when init died without writing it (end of file: init held the only write end).
+int Execution::pidfd() const {
+  if (exited_) return -1;
+  return run_.adopted ? run_.status_fd.get() : run_.pidfd.get();
+}
 
 void Execution::OnReadable(int fd) {
-  if (fd == run_.pidfd.get()) {
+  if (fd == pidfd()) {
     exited_ = true;
   } else if (fd == run_.stdout_fd.get()) {
     ReadStream(Stream::kStdout, false);
@@ -170,10 +177,10 @@ RunResult Execution::Finish() {
   result_.duration_ms = MillisSince(start_);
 
   isolation::CgroupStats st;
-  if (run_.cgroup) {
-    st = run_.cgroup->ReadStats();
-    run_.cgroup.reset();  // kills stragglers (none expected) and removes the directories
-  }
+  // The cgroup's directories stay until the Execution is destroyed (removing a
+  // v1 memory cgroup can take milliseconds: a server does it after replying).
+  // Nothing is left in it: init is gone, and its pid namespace took the rest.
+  if (run_.cgroup) st = run_.cgroup->ReadStats();
   if (!exit.ok()) {
     log::Error("reaping a run failed: " + exit.status().ToString());
     result_.exit_code = 128 + SIGKILL;

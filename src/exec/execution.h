@@ -56,8 +56,9 @@ class Execution {
                                           std::shared_ptr<const ZygoteLife> zygote);
   ~Execution();
 
-  // The fds to wait on for readability: stdout, stderr and the pidfd (readable
-  // when the run's init has exited). -1 for streams already at EOF.
+  // The fds to wait on for readability: stdout, stderr and the "pidfd": the
+  // run's end (its init's pidfd; for an adopted run, the status pipe, readable
+  // once init reported or died). -1 for streams already at EOF.
   int stdout_fd() const;
   int stderr_fd() const;
   int pidfd() const;
@@ -69,7 +70,10 @@ class Execution {
   // Kills the run now (client gone, server draining); the result says so.
   void Cancel(KillReason reason, std::string detail);
   bool Exited() const { return exited_; }
-  // Reaps, drains what is left of the output, removes the cgroup.
+  // A warm pool's run: Finish() does not block (no wait4).
+  bool adopted() const { return run_.adopted; }
+  // Reaps and drains what is left of the output. The run's cgroup is removed
+  // when the Execution is destroyed (a server does that after replying).
   RunResult Finish();
 
  private:

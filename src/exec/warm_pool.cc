@@ -6,9 +6,11 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -129,6 +131,7 @@ struct WarmPool::Impl {
   PoolOptions options;
   std::vector<std::unique_ptr<Pool>> pools;
   mutable std::mutex mu;
+  std::condition_variable ready_cv;  // a run became ready, or a zygote went down
   UniqueFd wake;
   UniqueFd self_exe;
   std::atomic<bool> stop{false};
@@ -308,9 +311,12 @@ struct WarmPool::Impl {
     if (n == 1 && first == isolation::kWarmReady) {
       p.backoff_ms = 500;
       p.refills++;
-      std::lock_guard<std::mutex> lock(mu);
-      p.ready.push_back(std::move(slot));
-      p.ready_count = static_cast<int>(p.ready.size());
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        p.ready.push_back(std::move(slot));
+        p.ready_count = static_cast<int>(p.ready.size());
+      }
+      ready_cv.notify_one();
       return;
     }
     Status why = Internal("a warm run closed its control socket during setup");
@@ -354,10 +360,12 @@ struct WarmPool::Impl {
 
   void OnZygoteExit(Pool& p, std::unique_ptr<Zygote>& z) {
     auto exit = isolation::Reap(z->launched);
-    std::string how = !exit.ok()            ? exit.status().ToString()
-                      : exit->exited        ? "exit code " + std::to_string(exit->exit_code)
-                      : exit->signal != 0   ? "signal " + std::to_string(exit->signal)
-                                            : "killed";
+    // The zygote is its namespace's init: its own wait status is the answer.
+    int st = exit.ok() ? exit->init_wait_status : 0;
+    std::string how = !exit.ok()          ? exit.status().ToString()
+                      : WIFEXITED(st)     ? "exit code " + std::to_string(WEXITSTATUS(st))
+                      : WIFSIGNALED(st)   ? "signal " + std::to_string(WTERMSIG(st))
+                                          : "ended";
     DropRunsOf(p, z->state.get());
     if (z->retiring) {
       log::Info("warm pool " + p.profile.name + ": a recycled zygote ended (" + how + ")");
@@ -366,6 +374,7 @@ struct WarmPool::Impl {
       SetDetail(p, "zygote died (" + how + ")");
       p.restarts++;
       p.state = 0;
+      ready_cv.notify_all();
     }
     z.reset();
   }
@@ -380,6 +389,7 @@ struct WarmPool::Impl {
     p.state = 0;
     p.next_start = Clock::now();
     p.backoff_ms = 500;
+    ready_cv.notify_all();
   }
 
   void Loop();
@@ -513,6 +523,7 @@ WarmPool::WarmPool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 WarmPool::~WarmPool() {
   impl_->stop = true;
+  impl_->ready_cv.notify_all();
   impl_->Wake();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
@@ -547,7 +558,7 @@ bool WarmPool::Serves(const std::string& profile) const {
 }
 
 HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spec, const RunOptions& options,
-                          std::string_view request) {
+                          std::string_view request, bool may_wait) {
   HandOff out;
   Pool* p = nullptr;
   for (const auto& pp : impl_->pools) {
@@ -565,7 +576,18 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
   for (int attempt = 0; attempt < 3; ++attempt) {
     Slot slot;
     {
-      std::lock_guard<std::mutex> lock(impl_->mu);
+      std::unique_lock<std::mutex> lock(impl_->mu);
+      // None ready but the zygote is up and making more: a warm run is a few
+      // milliseconds away, a cold one tens to hundreds. Wait for it, bounded.
+      if (p->ready.empty() && !may_wait) {
+        out.why_not = "no warm run was ready";
+        return out;  // the caller may try again where it can wait
+      }
+      if (p->ready.empty() && p->state.load() == 2 && impl_->options.max_wait_ms > 0) {
+        impl_->Wake();
+        impl_->ready_cv.wait_for(lock, std::chrono::milliseconds(impl_->options.max_wait_ms),
+                                 [&] { return !p->ready.empty() || p->state.load() != 2 || impl_->stop.load(); });
+      }
       if (p->ready.empty()) break;
       slot = std::move(p->ready.front());
       p->ready.pop_front();

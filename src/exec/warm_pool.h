@@ -43,7 +43,10 @@ struct PoolProfile {
 
 struct PoolOptions {
   std::vector<PoolProfile> profiles;
-  int size = 2;                // runs kept ready per profile
+  int size = 4;                // runs kept ready per profile
+  // When none is ready but the zygote is making more, a request waits this
+  // long for one before it takes the cold path; 0: never waits.
+  int max_wait_ms = 1000;
   int64_t recycle_after = 0;   // hand-offs after which a zygote is replaced; 0: never
   std::vector<std::string> zygote_env;  // the zygote's whole environment ("K=V")
   isolation::Limits zygote_limits;      // the zygote's own cgroup and rlimits (runs stay below)
@@ -76,8 +79,12 @@ class WarmPool {
 
   // Thread-safe and fast (no fork): a ready run of `profile`, given `request`
   // (the runner's config JSON with the code inline), with spec.limits applied.
+  // Writing a request larger than a socket buffer (~200 KiB) blocks until the
+  // run has read it (bounded: 2 s).
+  // may_wait: when none is ready, wait up to PoolOptions::max_wait_ms for one
+  // (false: return at once; for an event loop's thread).
   HandOff TakeRun(const std::string& profile, const isolation::Spec& spec, const RunOptions& options,
-                  std::string_view request);
+                  std::string_view request, bool may_wait = true);
   // Whether `profile` has a pool at all (a profile without one always runs cold).
   bool Serves(const std::string& profile) const;
   std::vector<PoolStatus> Snapshot() const;

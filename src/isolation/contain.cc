@@ -209,6 +209,10 @@ void RunChild(const ChildPlan& plan) {
   int index = -1, step = 0;
   if (int err = ApplyMountsInChild(plan, &index, &step)) Fail(plan, step, err, index);
 
+  // A zygote is its namespace's init itself (it reaps its runs): no copy of
+  // the server's memory stays alive next to it.
+  if (plan.nested_sandbox_host) RestrictProgram(plan);  // execs or fails
+
   // We are pid 1 of the run's pid namespace: fork the program and stay as its
   // init, so that when the program ends, the kernel kills everything it left.
   pid_t program = RawFork();
@@ -240,8 +244,17 @@ void RunChild(const ChildPlan& plan) {
       ::_exit(kExitSetupFailed);  // no children left: cannot happen before the program exits
     }
     if (pid == program) {
-      // Everything else of the run dies with us (pid namespace), so what we
-      // reaped is everything the run used that is accounted to processes.
+      // The program ended: so does the run. Kill and reap everything else in
+      // our pid namespace first (a process forked meanwhile is caught by the
+      // next round), so that when the status is out, no process of the run
+      // is left but this one, which only exits; what we reaped is everything
+      // the run used that is accounted to processes.
+      for (;;) {
+        ::kill(-1, SIGKILL);
+        int ignored;
+        pid_t r = ::waitpid(-1, &ignored, __WALL);
+        if (r < 0 && errno == ECHILD) break;
+      }
       ProgramStatus report{};
       report.wait_status = status;
       ::getrusage(RUSAGE_CHILDREN, &report.usage);

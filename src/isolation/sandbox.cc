@@ -330,6 +330,7 @@ StatusOr<ExitInfo> Reap(Launched& run) {
 
 StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status) {
   ExitInfo info;
+  info.init_wait_status = init_wait_status;
   internal::ProgramStatus report{};
   ssize_t n;
   do {

@@ -80,6 +80,7 @@ struct ExitInfo {
   int exit_code = 0;     // when exited
   int signal = 0;        // when killed by a signal (0 otherwise)
   bool init_killed = false;  // init died before reporting (the run was killed from outside)
+  int init_wait_status = 0;  // init's own wait status, when we reaped it
   struct rusage usage {};
 };
 

@@ -52,6 +52,15 @@ void WarmRunFactory::SetArgvArea(uintptr_t start, uintptr_t end) {
   plan_->arg_end = end;
 }
 
+void WarmRunReady(int control) {
+  if (::write(control, &kWarmReady, 1) != 1) {
+    internal::ChildError e{internal::kStepReady, errno, -1};
+    ssize_t unused = ::write(control, &e, sizeof e);
+    (void)unused;
+    ::_exit(127);
+  }
+}
+
 StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, int* control) {
   internal::ChildPlan& plan = *plan_;
   plan.sync_r = fds.control;
@@ -66,12 +75,6 @@ StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, int* control) {
   if (pid == 0) {
     internal::RunChild(plan);  // returns only in the program, restricted
     *control = plan.err_w;     // RunChild moved it to a high fd in this process
-    if (::write(*control, &kWarmReady, 1) != 1) {
-      internal::ChildError e{internal::kStepReady, errno, -1};
-      ssize_t unused = ::write(*control, &e, sizeof e);
-      (void)unused;
-      ::_exit(127);
-    }
     return 0;
   }
   // The run's user namespace: its kSandboxUid is our own uid, nothing else.

@@ -12,12 +12,13 @@
 //     WarmRunFactory::Fds fds{control, status_w, stdout_w, stderr_w, events_w};
 //     int control = -1;
 //     ASSIGN_OR_RETURN(pid_t pid, factory->Clone(fds, &control));
-//     if (pid == 0) { /* the run's program, restricted: read the request on `control` */ }
+//     if (pid == 0) { /* the run's program, restricted: WarmRunReady(control), read the request */ }
 //
 // The handshake on the control socket (a SOCK_STREAM pair; the other end goes
 // to the server): the server writes kWarmGo once the run's init is in its
-// cgroup; the program writes kWarmReady once every layer is in force, or the
-// child writes a setup failure (DescribeWarmSetupFailure() reads it).
+// cgroup; the program writes kWarmReady (WarmRunReady) once every layer is in
+// force and it is ready for the request, or the child writes a setup failure
+// (DescribeWarmSetupFailure() reads it).
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +39,9 @@ inline constexpr char kWarmReady = 'R';
 size_t WarmSetupFailureSize();
 // "sandbox setup failed at step 'mount' (errno ...)" from those bytes.
 Status DescribeWarmSetupFailure(const char* bytes, size_t size);
+
+// In a warm run's program: tells the server it may send the request (exits on failure).
+void WarmRunReady(int control);
 
 namespace internal {
 struct ChildPlan;
@@ -60,7 +64,8 @@ class WarmRunFactory {
 
   // Clones one run. In the calling process: the run's init pid (the caller
   // closes its copies of fds). In the run's program: 0, every layer in force,
-  // fds 0-3 in place, *control = the control socket (moved to a high number).
+  // fds 0-3 in place, *control = the control socket (moved to a high number);
+  // the program calls WarmRunReady(*control) when it can take the request.
   // The caller must be single-threaded.
   StatusOr<pid_t> Clone(const Fds& fds, int* control);
 

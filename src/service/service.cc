@@ -266,6 +266,17 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   return out;
 }
 
+std::unique_ptr<exec::Execution> Service::TryStartWarmNow(Plan& plan) const {
+  // Below a socket buffer the request is written without blocking.
+  constexpr size_t kInlineRequestBytes = 64 << 10;
+  if (plan.warm_request.empty() || plan.warm_request.size() > kInlineRequestBytes) return nullptr;
+  exec::HandOff h = options_.pool->TakeRun(plan.profile_name, plan.spec, plan.options, plan.warm_request,
+                                           /*may_wait=*/false);
+  if (!h.execution) return nullptr;
+  plan.events_read = std::move(h.events_read);
+  return std::move(h.execution);
+}
+
 StatusOr<std::unique_ptr<exec::Execution>> Service::Start(Plan& plan) const {
   if (!plan.warm_request.empty()) {
     exec::HandOff h = options_.pool->TakeRun(plan.profile_name, plan.spec, plan.options, plan.warm_request);

@@ -119,6 +119,10 @@ class Service {
   // hold it open. That thread must live as long as the runs (the run's init
   // dies with the thread that launched it: PR_SET_PDEATHSIG).
   StatusOr<std::unique_ptr<exec::Execution>> Start(Plan& plan) const;
+  // The warm hand-off alone, without blocking (for an event loop's thread):
+  // null when the plan has no warm pool, its request is large, or no run is
+  // ready right now (then call Start() where blocking is fine).
+  std::unique_ptr<exec::Execution> TryStartWarmNow(Plan& plan) const;
 
   // The response of a finished run.
   model::ExecuteResponse Complete(const Plan& plan, const exec::RunResult& result,

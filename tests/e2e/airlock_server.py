@@ -7,6 +7,17 @@
 
 The binary comes from $AIRLOCK_BINARY (CTest sets it). When this host cannot run
 sandboxes at all, tests skip, unless AIRLOCK_MUST_WORK=1 (CI), where they fail.
+
+$AIRLOCK_E2E_MODE picks the execution path every server of the suite uses (CTest registers
+each module once per mode):
+  cold  `--pool-size 0` is added (unless the test passed its own --pool-size): every run
+        gets a fresh sandbox and a fresh python3;
+  warm  the default pool: after /readyz answers 200, start() also waits until every pool
+        listed in the /readyz body has a ready run, so runs really take the warm path.
+  unset whatever the binary does by default; a response without `isolation.mode` is
+        tolerated then.
+Tests assert the path a run took with `assert_mode(test, body)` (or compare
+`body["isolation"]["mode"]` with `expected_mode()`).
 """
 
 import http.client
@@ -21,6 +32,7 @@ import time
 import unittest
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODES = ("cold", "warm")
 
 
 def binary():
@@ -28,6 +40,103 @@ def binary():
     if not path:
         raise unittest.SkipTest("AIRLOCK_BINARY is not set (run through ctest)")
     return path
+
+
+def expected_mode():
+    """'cold' or 'warm' as $AIRLOCK_E2E_MODE says; None when it is unset."""
+    mode = os.environ.get("AIRLOCK_E2E_MODE") or None
+    if mode is not None and mode not in MODES:
+        raise AssertionError(f"AIRLOCK_E2E_MODE={mode!r}: expected one of {MODES}")
+    return mode
+
+
+_pool_flag_cache = {}
+
+
+def supports_pool_size():
+    """Whether `airlock serve` knows --pool-size (binaries from before the warm path do not)."""
+    path = binary()
+    if path not in _pool_flag_cache:
+        try:
+            p = subprocess.run([path, "serve", "--help"], capture_output=True, timeout=30)
+            _pool_flag_cache[path] = b"--pool-size" in p.stdout + p.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _pool_flag_cache[path] = False
+    return _pool_flag_cache[path]
+
+
+def assert_mode(test, body):
+    """Asserts that a /v1/execute response took the path $AIRLOCK_E2E_MODE asks for.
+
+    A missing `isolation.mode` is tolerated when the mode is unset, and in cold mode with a
+    binary that has no warm path at all (no --pool-size), where every run is cold anyway."""
+    mode = expected_mode()
+    actual = body.get("isolation", {}).get("mode")
+    if actual is None and (mode is None or (mode == "cold" and not supports_pool_size())):
+        return
+    if mode is None:
+        test.assertIn(actual, MODES, body.get("isolation"))
+        return
+    if actual is None:
+        test.fail(f"AIRLOCK_E2E_MODE={mode} but the response has no isolation.mode (a binary without the "
+                  f"warm path?); isolation: {body.get('isolation')}")
+    test.assertEqual(actual, mode, f"the run took the {actual!r} path; isolation: {body.get('isolation')}")
+
+
+def metric_value(text, name, **labels):
+    """The sum of every sample of `name` in Prometheus text whose labels include `labels`;
+    None when there is no such sample."""
+    total = None
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, label_text = head.partition("{")
+        if metric != name:
+            continue
+        have = {}
+        for part in label_text.rstrip("}").split(","):
+            if "=" in part:
+                k, _, v = part.partition("=")
+                have[k.strip()] = v.strip().strip('"')
+        if all(have.get(k) == str(v) for k, v in labels.items()):
+            total = (total or 0.0) + float(value)
+    return total
+
+
+def host_processes():
+    """Every process of the host: {pid: {"ppid", "uid", "comm", "cmdline"}} (best effort: a
+    process may exit while this reads)."""
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            procs[int(entry)] = {"ppid": int(status["PPid"].strip()),
+                                 "uid": int(status["Uid"].split()[0]),
+                                 "comm": status["Name"].strip(),
+                                 "cmdline": cmdline}
+        except (OSError, KeyError, ValueError):
+            continue
+    return procs
+
+
+def descendants(pid, procs=None):
+    """Host pids whose ancestors include `pid` (from host_processes())."""
+    procs = procs if procs is not None else host_processes()
+    children = {}
+    for p, info in procs.items():
+        children.setdefault(info["ppid"], []).append(p)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return sorted(found)
 
 
 class AirlockServer:
@@ -51,6 +160,9 @@ class AirlockServer:
     def start(self, wait_ready=True, audit_to_stdout=False):
         args = [binary(), "serve", "--listen", "127.0.0.1:0", "--profiles", self.profiles_dir]
         args += ["--audit-log", "-" if audit_to_stdout else self.audit_path]
+        if (expected_mode() == "cold" and not any(a.startswith("--pool-size") for a in self.extra_args)
+                and supports_pool_size()):
+            args += ["--pool-size", "0"]
         args += self.extra_args
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
         first = self.proc.stdout.readline().decode()
@@ -84,6 +196,12 @@ class AirlockServer:
             try:
                 status, _, body = self.get("/readyz")
                 if status == 200:
+                    if expected_mode() == "warm":
+                        try:
+                            self.wait_pools_ready(30)
+                        except AssertionError:
+                            self.stop()
+                            raise
                     return
                 last = body
                 detail = json.loads(body).get("detail", "")
@@ -97,6 +215,40 @@ class AirlockServer:
         if os.environ.get("AIRLOCK_MUST_WORK") == "1":
             raise AssertionError(message)
         raise unittest.SkipTest(message)
+
+    def readyz(self):
+        """(status, parsed body) of GET /readyz."""
+        status, _, body = self.get("/readyz")
+        return status, json.loads(body)
+
+    def pools(self):
+        """The `pools` object of /readyz; None when the binary reports none (no warm path)."""
+        return self.readyz()[1].get("pools")
+
+    def wait_pools_ready(self, timeout=30, profiles=None):
+        """Waits until every pool in /readyz (or those of `profiles`) has a ready run; does
+        nothing when /readyz lists no pools (--pool-size 0, or a binary without a warm path)."""
+        deadline = time.monotonic() + timeout
+        pools = None
+        while True:
+            status, body = self.readyz()
+            pools = body.get("pools")
+            if not pools:
+                return
+            wanted = {name: p for name, p in pools.items()
+                      if (profiles is None or name in profiles) and p.get("target", 1) > 0}
+            if status == 200 and all(p.get("ready", 0) >= 1 for p in wanted.values()):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"warm pools not ready after {timeout:.0f} s: {body}; stderr: "
+                                     f"{''.join(self.stderr_lines)[-4000:]}")
+            time.sleep(0.05)
+
+    def metrics(self):
+        status, _, data = self.get("/metrics")
+        if status != 200:
+            raise AssertionError(f"GET /metrics answered {status}: {data[:200]!r}")
+        return data.decode()
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc is None:

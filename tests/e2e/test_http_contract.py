@@ -5,7 +5,7 @@ profile endpoints."""
 import json
 import unittest
 
-from airlock_server import AirlockServer, raw_request
+from airlock_server import AirlockServer, assert_mode, raw_request
 
 server = None
 
@@ -229,6 +229,7 @@ class TestStatusCodes(unittest.TestCase):
 
 class TestV1Execute(unittest.TestCase):
     def test_success_shape(self):
+        server.wait_pools_ready()  # warm mode: a run is ready, so this one is handed over
         status, body = server.execute("print('hi')\n21 * 2", path="/v1/execute")
         self.assertEqual(status, 200)
         self.assertEqual(body["stdout"], "hi\n")
@@ -250,6 +251,11 @@ class TestV1Execute(unittest.TestCase):
         self.assertIn("seccomp", body["isolation"])
         self.assertTrue(body["isolation"]["seccomp"]["enforced"])
         self.assertTrue(body["isolation"]["pid_namespace"]["enforced"])
+        assert_mode(self, body)  # "warm" or "cold", as AIRLOCK_E2E_MODE asks
+        for name, layer in body["isolation"].items():
+            if name not in ("mode", "landlock_abi", "cgroup_version"):
+                self.assertIsInstance(layer, dict, name)
+                self.assertIn("enforced", layer, name)
 
     def test_error_object_has_users_line_numbers_and_no_host_path(self):
         status, body = server.execute("x = 1\ny = 2\n\ndef f():\n    return 1 / 0\n\nf()", path="/v1/execute")
@@ -294,8 +300,10 @@ class TestV1Execute(unittest.TestCase):
         self.assertEqual(body["field"], "limits.memory")
 
     def test_timeout_kill_reason(self):
+        server.wait_pools_ready()
         status, body = server.execute("while True:\n    pass", path="/v1/execute", timeout=0.5)
         self.assertEqual(status, 200)
+        assert_mode(self, body)
         self.assertEqual(body["kill_reason"], "timeout")
         self.assertIs(body["timed_out"], True)
         self.assertEqual(body["signal"], 9)
@@ -382,6 +390,15 @@ class TestProfiles(unittest.TestCase):
         status, body = server.execute("import os\nprint(os.getcwd())", profile="general")
         self.assertEqual(status, 200, body)
         self.assertEqual(body["stdout"], "/tmp\n")
+
+    def test_each_profile_takes_the_expected_path(self):
+        for profile in ("minimal", "general", "data-science"):
+            with self.subTest(profile=profile):
+                server.wait_pools_ready(profiles=[profile])
+                status, body = server.execute("print(sum(range(5)))", path="/v1/execute", profile=profile)
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["stdout"], "10\n")
+                assert_mode(self, body)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,698 @@
+"""Attacks specific to a fork server (DESIGN §3): runs handed over from one profile's zygote
+must be as separate from each other, from the zygote and from the server as cold runs are.
+
+Runs in both modes (AIRLOCK_E2E_MODE=cold and =warm): two concurrent runs, a run that tampers
+with everything a fork could carry over to the next run of its profile, and a run that reads
+process memory. TestWarmPool (/readyz pools, pool metrics, a zygote killed from outside, the
+zygote's memory and fds seen from the host) only applies to the warm path and skips in cold
+mode.
+"""
+
+import concurrent.futures
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from airlock_server import (AirlockServer, SOURCE_DIR, assert_mode, binary, descendants, expected_mode,
+                            host_processes, metric_value)
+
+SECRET_NAME = "AIRLOCK_SECRET_TEST"
+SECRET_VALUE = "zygote-secret-" + secrets.token_hex(8)
+NAMESPACES = ("pid", "net", "mnt", "ipc", "uts")
+SEED0_RANDOM = 0.8444218515250481   # random.seed(0); random.random()
+SEED0_NUMPY = 0.5488135039273248    # numpy.random.seed(0); numpy.random.rand()
+
+server = None
+
+
+def setUpModule():
+    global server
+    server = AirlockServer(env={SECRET_NAME: SECRET_VALUE}).start()
+
+
+def tearDownModule():
+    if server:
+        server.cleanup()
+
+
+def field(prefix, text):
+    """The JSON after `prefix ` on the first line of `text` that starts with it."""
+    for line in text.splitlines():
+        if line.startswith(prefix + " "):
+            return json.loads(line[len(prefix) + 1:])
+    raise AssertionError(f"no {prefix!r} line in output:\n{text}")
+
+
+def split_literal(s):
+    """Python source for a pair of bytes literals whose concatenation is `s`: the program can
+    look for `s` in memory without its own code (or a constant) containing it in one piece."""
+    b = s.encode()
+    return repr(b[:len(b) // 2]), repr(b[len(b) // 2:])
+
+
+class RunCase(unittest.TestCase):
+    def run_code(self, code, profile="general", timeout=20, expect_exit=0, wait_ready=True):
+        if wait_ready:
+            server.wait_pools_ready(profiles=[profile])
+        status, body = server.execute(code, path="/v1/execute", profile=profile, timeout=timeout)
+        self.assertEqual(status, 200, body)
+        assert_mode(self, body)
+        if expect_exit is not None:
+            self.assertEqual(body["exit_code"], expect_exit, f"stdout: {body['stdout']}\nstderr: {body['stderr']}")
+        return body
+
+
+# -- two runs at once ---------------------------------------------------------------------------
+
+RUN_A = """
+import json, os, signal, socket, subprocess, time
+released = []
+signal.signal(signal.SIGUSR1, lambda signum, frame: released.append(signum))
+child = subprocess.Popen(['/bin/sleep', '{token}'])
+listener = socket.socket(socket.AF_UNIX)
+listener.bind('\\0airlock-a-{token}')
+listener.listen(4)
+listener.setblocking(False)
+open('/tmp/a-{token}', 'w').write('a')
+open('/dev/shm/a-{token}', 'w').write('a')
+info = {{ns: os.readlink('/proc/self/ns/' + ns) for ns in {namespaces!r}}}
+info['self'] = os.getpid()
+info['hostname'] = socket.gethostname()
+info['procs'] = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+print('INFO', json.dumps(info), flush=True)
+deadline = time.monotonic() + 25
+while not released and time.monotonic() < deadline:
+    time.sleep(0.05)
+print('RELEASED', bool(released))
+print('CHILD_ALIVE', child.poll() is None)
+try:
+    listener.accept()
+    print('ACCEPTED', True)
+except BlockingIOError:
+    print('ACCEPTED', False)
+child.kill()
+child.wait()
+print('A_DONE')
+"""
+
+RUN_B = """
+import ctypes, json, os, signal, socket
+me = os.getpid()
+info = {{ns: os.readlink('/proc/self/ns/' + ns) for ns in {namespaces!r}}}
+info['self'] = me
+info['hostname'] = socket.gethostname()
+procs = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+info['procs'] = procs
+print('INFO', json.dumps(info))
+seen = []
+for p in procs:
+    try:
+        if b'{token}' in open(f'/proc/{{p}}/cmdline', 'rb').read():
+            seen.append(p)
+    except OSError:
+        pass
+print('TOKEN_SEEN', json.dumps(seen))
+print('FILES', json.dumps(sorted(os.listdir('/tmp')) + sorted(os.listdir('/dev/shm'))))
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(2)
+    s.connect('\\0airlock-a-{token}')
+    print('CONNECTED', True)
+except OSError as e:
+    print('CONNECTED', False)
+targets = sorted((set(range(1, 401)) | set(procs) | set({host_pids!r})) - {{me}})
+sent = []
+for p in targets:
+    try:
+        os.kill(p, signal.SIGKILL)
+        sent.append(p)
+    except OSError:
+        pass
+print('SENT', json.dumps(sent))
+libc = ctypes.CDLL(None, use_errno=True)
+traced = [p for p in sorted((set(procs) | set({host_pids!r})) - {{me}}) if libc.ptrace(16, p, None, None) == 0]
+print('TRACED', json.dumps(traced))
+print('B_DONE')
+"""
+
+
+class TestConcurrentRuns(RunCase):
+    def test_two_runs_cannot_see_signal_or_trace_each_other(self):
+        token = f"5151.{os.getpid()}{secrets.randbelow(10 ** 6)}"
+        server.wait_pools_ready(profiles=["general"])
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            a_future = pool.submit(server.execute, RUN_A.format(token=token, namespaces=NAMESPACES),
+                                   path="/v1/execute", profile="general", timeout=40)
+            try:
+                # Run A's processes, as the host sees them (its `sleep` child carries the token).
+                deadline = time.monotonic() + 30
+                a_child = a_python = None
+                while a_child is None and time.monotonic() < deadline and not a_future.done():
+                    procs = host_processes()
+                    a_child = next((p for p, i in procs.items() if token.encode() in i["cmdline"]), None)
+                    time.sleep(0.05)
+                self.assertIsNotNone(a_child, f"run A never showed up on the host: "
+                                              f"{a_future.result() if a_future.done() else 'still running'}")
+                a_python = procs[a_child]["ppid"]
+                host_ns = {ns: os.readlink(f"/proc/{a_python}/ns/{ns}") for ns in NAMESPACES}
+                leaks = self.host_side_leaks(server.proc.pid)
+                b = self.run_code(RUN_B.format(token=token, namespaces=NAMESPACES, host_pids=[a_python, a_child]))
+            finally:
+                # Let run A finish: it waits for a SIGUSR1, which only the host can send it.
+                if a_child is not None:
+                    try:
+                        os.kill(a_python, signal.SIGUSR1)
+                    except OSError:
+                        pass
+            a_status, a = a_future.result(60)
+        self.assertEqual(a_status, 200, a)
+        assert_mode(self, a)
+        self.assertEqual(a["exit_code"], 0, a)
+        a_out, b_out = a["stdout"], b["stdout"]
+        self.assertIn("RELEASED True", a_out, "run A was not running any more when run B was")
+        self.assertIn("CHILD_ALIVE True", a_out, "run B killed run A's child")
+        self.assertIn("ACCEPTED False", a_out, "run B reached run A's abstract unix socket")
+        self.assertIn("A_DONE", a_out)
+        self.assertIn("B_DONE", b_out)
+        a_info, b_info = field("INFO", a_out), field("INFO", b_out)
+        self.assertEqual({ns: a_info[ns] for ns in NAMESPACES}, host_ns, "the host's view of run A differs")
+        mine = {ns: os.readlink(f"/proc/self/ns/{ns}") for ns in NAMESPACES}
+        for ns in NAMESPACES:
+            self.assertNotEqual(a_info[ns], b_info[ns], f"runs A and B share a {ns} namespace")
+            self.assertNotEqual(a_info[ns], mine[ns], f"run A is in the host's {ns} namespace")
+            self.assertNotEqual(b_info[ns], mine[ns], f"run B is in the host's {ns} namespace")
+        self.assertEqual(a_info["hostname"], "sandbox")
+        self.assertEqual(b_info["hostname"], "sandbox")
+        self.assertLessEqual(set(b_info["procs"]), {1, b_info["self"]}, b_out)
+        self.assertEqual(field("TOKEN_SEEN", b_out), [], "run B sees run A's processes")
+        self.assertEqual([f for f in field("FILES", b_out) if token in f], [], "run B sees run A's files")
+        self.assertIn("CONNECTED False", b_out)
+        self.assertEqual(field("SENT", b_out), [], "run B could signal processes that are not its own")
+        self.assertEqual(field("TRACED", b_out), [], "run B could ptrace another process")
+        self.assertEqual(leaks, [], "a process under the server holds one of the server's sockets or files")
+
+    def host_side_leaks(self, server_pid):
+        """fds of the server's descendants (run A's processes; zygotes and pooled runs in warm
+        mode) that reach the server's sockets (listener, client connections) or its files."""
+        def targets(pid):
+            out = {}
+            try:
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    try:
+                        out[fd] = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+            return out
+        server_sockets = {t for t in targets(server_pid).values() if t.startswith("socket:")}
+        forbidden_paths = (server.tmp.name, SOURCE_DIR, os.path.realpath(binary()))
+        leaks = []
+        for pid in descendants(server_pid):
+            for fd, t in targets(pid).items():
+                if t in server_sockets or t.startswith(forbidden_paths):
+                    leaks.append((pid, fd, t))
+        return leaks
+
+
+# -- nothing of one run reaches the next ------------------------------------------------------
+
+CHECK_GENERAL = """
+import builtins, json, os, random, signal, sys
+import numpy, pandas, matplotlib
+state = {
+    'env': dict(os.environ),
+    'cwd': os.getcwd(),
+    'umask': os.umask(0o022),
+    'path': sys.path,
+    'tmp': sorted(os.listdir('/tmp')),
+    'shm': sorted(os.listdir('/dev/shm')),
+    'builtins': sorted(dir(builtins)),
+    'print_is_builtin': print is builtins.print and type(print).__name__ == 'builtin_function_or_method',
+    'len_works': len([1, 2, 3]) == 3,
+    'fake_module': 'airlock_fake' in sys.modules,
+    'json_entry': repr(type(sys.modules.get('json'))),
+    'numpy_marker': 'airlock_marker' in dir(numpy),
+    'numpy_sum': int(numpy.sum([1, 2, 3])),
+    'pandas_marker': 'airlock_marker' in dir(pandas.DataFrame),
+    'pandas_sum': int(pandas.DataFrame({'a': [1, 2]}).sum()['a']),
+    'linewidth': float(matplotlib.rcParams['lines.linewidth']),
+    'recursion': sys.getrecursionlimit(),
+    'sigterm': repr(signal.getsignal(signal.SIGTERM)),
+    'sigint': repr(signal.getsignal(signal.SIGINT)),
+    'shared_writable_maps': [l for l in open('/proc/self/maps') if l.split()[1][1] == 'w' and l.split()[1][3] == 's'],
+}
+import json as reimported
+state['json_works'] = reimported.loads('[1]') == [1]
+print('STATE', json.dumps(state, sort_keys=True))
+print('RANDOM', json.dumps([random.random(), float(numpy.random.rand())]))
+"""
+
+TAMPER_GENERAL = """
+import builtins, os, random, signal, sys, types
+import numpy, pandas, matplotlib
+open('/tmp/tamper-{token}', 'w').write('x')
+open('/dev/shm/tamper-{token}', 'w').write('x')
+os.makedirs('/tmp/evil', exist_ok=True)
+open('/tmp/evil/json.py', 'w').write('BROKEN = True\\n')
+sys.path.insert(0, '/tmp/evil')
+os.environ['AIRLOCK_TAMPER'] = '{token}'
+os.environ['PATH'] = '/tmp/evil'
+os.environ['HOME'] = '/tmp/evil'
+os.putenv('LD_PRELOAD', '/tmp/evil/x.so')
+os.chdir('/tmp/evil')
+os.umask(0o777)
+numpy.airlock_marker = 1
+numpy.sum = lambda *a, **k: 42
+pandas.DataFrame.airlock_marker = 1
+pandas.DataFrame.sum = lambda *a, **k: 42
+matplotlib.rcParams['lines.linewidth'] = 99
+random.seed(0)
+numpy.random.seed(0)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+sys.setrecursionlimit(123456)
+sys.modules['json'] = None
+sys.modules['airlock_fake'] = types.ModuleType('airlock_fake')
+builtins.airlock_marker = 1
+print('TAMPERED', flush=True)
+builtins.print = lambda *a, **k: None
+builtins.len = lambda x: 42
+"""
+
+CHECK_DATA_SCIENCE = """
+import random
+import numpy
+import pandas
+print('STATE', numpy.sum([1, 2, 3]), 'airlock_marker' in dir(numpy), 'airlock_marker' in dir(pandas.DataFrame))
+print('RANDOM', random.random(), float(numpy.random.rand()))
+"""
+
+TAMPER_DATA_SCIENCE = """
+import random
+import numpy
+import pandas
+numpy.airlock_marker = 1
+numpy.sum = lambda *a, **k: 42
+pandas.DataFrame.airlock_marker = 1
+random.seed(0)
+numpy.random.seed(0)
+print('TAMPERED', random.random(), float(numpy.random.rand()))
+"""
+
+
+class TestNoStateCarriesOver(RunCase):
+    FOLLOWING_RUNS = 6  # more than the pool size: handed-over runs and refilled ones
+
+    def test_a_run_cannot_influence_the_next_runs_of_its_profile(self):
+        check = CHECK_GENERAL
+        baseline = self.run_code(check)
+        base_state = field("STATE", baseline["stdout"])
+        self.assertEqual(base_state["numpy_sum"], 6)  # the check itself works
+        self.assertFalse(base_state["fake_module"])
+        self.assertEqual(base_state["shared_writable_maps"], [],
+                         "a run starts with writable shared mappings (shared with its zygote?)")
+        token = secrets.token_hex(6)
+        tamper = self.run_code(TAMPER_GENERAL.format(token=token), expect_exit=None)
+        self.assertIn("TAMPERED", tamper["stdout"], tamper["stderr"])
+        randoms = [tuple(field("RANDOM", baseline["stdout"]))]
+        for i in range(self.FOLLOWING_RUNS):
+            with self.subTest(run=i):
+                body = self.run_code(check)
+                randoms.append(tuple(field("RANDOM", body["stdout"])))
+                state = field("STATE", body["stdout"])
+                changed = {k: {"baseline": base_state.get(k), "now": state.get(k)}
+                           for k in set(state) | set(base_state) if state.get(k) != base_state.get(k)}
+                self.assertEqual(changed, {}, f"run {i} after the tampering run differs from the baseline")
+                self.assertNotIn(token, body["stdout"])
+        py, np_ = [r[0] for r in randoms], [r[1] for r in randoms]
+        self.assertNotIn(SEED0_RANDOM, py, "random.seed(0) of an earlier run carried over")
+        self.assertNotIn(SEED0_NUMPY, np_, "numpy.random.seed(0) of an earlier run carried over")
+        self.assertEqual(len(set(py)), len(py), f"random.random() repeats across runs: {py}")
+        self.assertEqual(len(set(np_)), len(np_), f"numpy.random.rand() repeats across runs: {np_}")
+
+    def test_data_science_runs_start_clean(self):
+        tamper = self.run_code(TAMPER_DATA_SCIENCE, profile="data-science")
+        self.assertIn(f"TAMPERED {SEED0_RANDOM} {SEED0_NUMPY}", tamper["stdout"])
+        py, np_ = [], []
+        for i in range(4):
+            with self.subTest(run=i):
+                body = self.run_code(CHECK_DATA_SCIENCE, profile="data-science")
+                values = [float(v) for v in body["stdout"].split("RANDOM ", 1)[1].split()]
+                py.append(values[0])
+                np_.append(values[1])
+                self.assertIn("STATE 6 False False\n", body["stdout"])
+        self.assertNotIn(SEED0_RANDOM, py, "random.seed(0) of an earlier run carried over")
+        self.assertNotIn(SEED0_NUMPY, np_, "numpy.random.seed(0) of an earlier run carried over")
+        self.assertEqual(len(set(py)), len(py), f"random.random() repeats across runs: {py}")
+        self.assertEqual(len(set(np_)), len(np_), f"numpy.random.rand() repeats across runs: {np_}")
+
+
+# -- reading other processes' memory ------------------------------------------------------------
+
+class TestProcessMemory(RunCase):
+    def test_other_processes_memory_environ_and_maps_are_out_of_reach(self):
+        code = """
+import json, os, re
+me = os.getpid()
+report = {}
+for p in sorted(int(x) for x in os.listdir('/proc') if x.isdigit()):
+    if p == me:
+        continue
+    entry = {}
+    for what in ('environ', 'maps', 'cmdline', 'auxv', 'stack', 'syscall', 'status'):
+        try:
+            entry[what] = open(f'/proc/{p}/{what}', 'rb').read()[:4000].decode('latin-1')
+        except OSError as e:
+            entry[what] = e.errno
+    try:
+        with open(f'/proc/{p}/mem', 'rb') as f:
+            m = re.search(r'^([0-9a-f]+)-', entry['maps'], re.M) if isinstance(entry['maps'], str) else None
+            f.seek(int(m.group(1), 16) if m else 0x400000)
+            entry['mem'] = f.read(64).hex()
+    except (OSError, ValueError) as e:
+        entry['mem'] = getattr(e, 'errno', str(e))
+    report[p] = entry
+print('REPORT', json.dumps(report))
+"""
+        body = self.run_code(code)
+        out = body["stdout"]
+        for marker in (SECRET_NAME, SECRET_VALUE, "zygote", "--listen", "--profiles", SOURCE_DIR, server.tmp.name):
+            self.assertNotIn(marker, out + body["stderr"])
+        report = field("REPORT", out)
+        for pid, entry in report.items():
+            for what in ("environ", "maps", "mem", "auxv", "stack", "syscall"):
+                self.assertIsInstance(entry[what], int, f"the run read /proc/{pid}/{what}: {entry[what]!r:.300}")
+
+    def test_own_memory_holds_nothing_of_the_server(self):
+        # A run is a copy of whatever it was forked from. If that were the server (or a zygote
+        # forked from it rather than exec'd), the server's environment and arguments would be
+        # in the run's own memory. The program looks for them without containing them whole.
+        needles = [split_literal(s) for s in (SECRET_VALUE, SECRET_NAME + "=", server.audit_path)]
+        code = f"""
+needles = [{", ".join(f"({a}, {b})" for a, b in needles)}]
+hits = []
+scanned = 0
+with open('/proc/self/maps') as f:
+    regions = [l.split() for l in f]
+with open('/proc/self/mem', 'rb', buffering=0) as mem:
+    for r in regions:
+        if not r[1].startswith('rw') or (len(r) > 5 and r[5] in ('[vvar]', '[vsyscall]')):
+            continue
+        start, end = (int(x, 16) for x in r[0].split('-'))
+        pos = start
+        while pos < end:
+            n = min(end - pos, 1 << 20)
+            try:
+                mem.seek(pos)
+                chunk = mem.read(n + 64)
+            except OSError:
+                break
+            scanned += len(chunk)
+            for i, (head, tail) in enumerate(needles):
+                at = chunk.find(head)
+                while at >= 0:
+                    if chunk[at + len(head):at + len(head) + len(tail)] == tail:
+                        hits.append((i, r[0], r[5] if len(r) > 5 else ''))
+                        break
+                    at = chunk.find(head, at + 1)
+            pos += n
+print('SCANNED', scanned)
+print('HITS', hits)
+"""
+        body = self.run_code(code, timeout=60)
+        out = body["stdout"]
+        scanned = int(out.split("SCANNED ", 1)[1].split()[0])
+        self.assertGreater(scanned, 1 << 20, out)  # the scan really read the run's memory
+        self.assertIn("HITS []", out, "the run's memory holds the server's environment or arguments")
+
+    def test_init_command_line_reveals_no_server_path(self):
+        body = self.run_code("print(repr(open('/proc/1/cmdline', 'rb').read()))\n")
+        cmdline = body["stdout"]  # the cold path's init blanks it; the warm path's shows the zygote's
+        for marker in (SOURCE_DIR, os.path.realpath(binary()), server.tmp.name, "/work/", "/root", "--listen",
+                       "--profiles", "--audit-log", SECRET_VALUE):
+            self.assertNotIn(marker, cmdline)
+
+
+# -- the host's view: what the processes under the server hold ---------------------------------
+
+def scan_memory(pid, needle):
+    """Regions of process `pid` whose memory contains `needle` (read through /proc/PID/mem)."""
+    hits = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            regions = [line.split() for line in f]
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            for r in regions:
+                if not r[1].startswith("rw") or (len(r) > 5 and r[5] in ("[vvar]", "[vsyscall]")):
+                    continue
+                start, end = (int(x, 16) for x in r[0].split("-"))
+                pos = start
+                while pos < end:
+                    n = min(end - pos, 1 << 22)
+                    try:
+                        mem.seek(pos)
+                        chunk = mem.read(n + len(needle))
+                    except OSError:
+                        break
+                    if needle in chunk:
+                        hits.append(f"{r[0]} {r[5] if len(r) > 5 else ''}")
+                        break
+                    pos += n
+    except OSError:
+        pass  # the process went away, or (unprivileged) may not read it
+    return hits
+
+
+AS_NOBODY = """
+import json, sys
+secret = sys.stdin.buffer.read()
+found = {}
+for pid in json.loads(sys.argv[1]):
+    what = []
+    try:
+        if secret in open(f'/proc/{pid}/environ', 'rb').read():
+            what.append('environ')
+    except OSError:
+        pass
+    try:
+        with open(f'/proc/{pid}/maps') as f:
+            regions = [l.split() for l in f]
+        with open(f'/proc/{pid}/mem', 'rb', buffering=0) as mem:
+            for r in regions:
+                if not r[1].startswith('rw') or (len(r) > 5 and r[5] in ('[vvar]', '[vsyscall]')):
+                    continue
+                start, end = (int(x, 16) for x in r[0].split('-'))
+                try:
+                    mem.seek(start)
+                    if secret in mem.read(min(end - start, 64 << 20)):
+                        what.append('mem ' + r[0])
+                        break
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    if what:
+        found[pid] = what
+print(json.dumps(found))
+"""
+
+HOLD = """
+import signal, subprocess, time
+released = []
+signal.signal(signal.SIGUSR1, lambda signum, frame: released.append(signum))
+child = subprocess.Popen(['/bin/sleep', '{token}'])
+deadline = time.monotonic() + 25
+while not released and time.monotonic() < deadline:
+    time.sleep(0.05)
+child.kill()
+print('RELEASED', bool(released))
+"""
+
+
+# Run as uid 65534, which cannot enter /root (where a pyenv interpreter may live).
+NOBODY_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def drop_to_nobody():
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+
+
+class TestHostView(RunCase):
+    """While a run executes: the server's secret (an environment variable) is in no process
+    under the server that was exec'd (the run's program; in warm mode also the zygotes and
+    their pre-forked runs: DESIGN §3, "the zygote holds no secret"), and a host process running
+    as the runs' unprivileged uid cannot read it from any process under the server (the cold
+    path's run init and the warm path's launchers are copies of the server)."""
+
+    def test_server_secret_stays_out_of_reach(self):
+        secret = SECRET_VALUE.encode()
+        token = f"5252.{os.getpid()}{secrets.randbelow(10 ** 6)}"
+        server.wait_pools_ready(profiles=["general"])
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            held = pool.submit(server.execute, HOLD.format(token=token), path="/v1/execute", profile="general",
+                               timeout=40)
+            run_pid = None
+            try:
+                deadline = time.monotonic() + 30
+                while run_pid is None and time.monotonic() < deadline and not held.done():
+                    procs = host_processes()
+                    run_pid = next((i["ppid"] for p, i in procs.items() if token.encode() in i["cmdline"]), None)
+                    time.sleep(0.05)
+                self.assertIsNotNone(run_pid, "the run never showed up on the host")
+                procs = host_processes()
+                under = descendants(server.proc.pid, procs)
+                exec_d = [p for p in under if procs[p]["cmdline"].strip(b"\0")]
+                root_view = {}
+                for pid in exec_d:
+                    try:
+                        with open(f"/proc/{pid}/environ", "rb") as f:
+                            environ = f.read()
+                    except OSError:
+                        continue  # gone
+                    found = ["environ"] if secret in environ or SECRET_NAME.encode() in environ else []
+                    found += ["cmdline"] if secret in procs[pid]["cmdline"] else []
+                    found += scan_memory(pid, secret)
+                    if found:
+                        root_view[pid] = (procs[pid]["cmdline"][:60], found)
+                p = subprocess.run([NOBODY_PYTHON, "-c", AS_NOBODY, json.dumps(under)], input=secret,
+                                   capture_output=True, timeout=120, preexec_fn=drop_to_nobody)
+                self.assertEqual(p.returncode, 0, p.stderr.decode())
+                nobody_view = json.loads(p.stdout)
+            finally:
+                if run_pid is not None:
+                    try:
+                        os.kill(run_pid, signal.SIGUSR1)
+                    except OSError:
+                        pass
+        status, body = held.result(60)
+        self.assertEqual(status, 200, body)
+        assert_mode(self, body)
+        self.assertIn("RELEASED True", body["stdout"])
+        self.assertIn(run_pid, exec_d)  # the scan covered the run's own program
+        self.assertEqual(root_view, {}, "exec'd processes under the server hold the server's secret")
+        self.assertEqual(nobody_view, {}, "a host process running as the runs' uid can read the server's "
+                                          "secret from processes under the server")
+
+
+# -- the warm path itself ---------------------------------------------------------------------
+
+def warm_only():
+    if expected_mode() != "warm":
+        raise unittest.SkipTest("the warm path's own behaviour (AIRLOCK_E2E_MODE=warm only)")
+
+
+def pool_metrics(text, profile):
+    names = ("airlock_pool_ready", "airlock_pool_handoffs_total", "airlock_pool_refills_total",
+             "airlock_pool_cold_fallbacks_total", "airlock_zygote_restarts_total")
+    return {n: metric_value(text, n, profile=profile) for n in names}
+
+
+class TestWarmPool(RunCase):
+    def setUp(self):
+        warm_only()
+
+    def test_readyz_lists_a_ready_pool_per_profile(self):
+        status, body = server.readyz()
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["status"], "ready")
+        pools = body.get("pools")
+        self.assertIsInstance(pools, dict, body)
+        for profile in ("minimal", "general", "data-science", "visualization"):
+            self.assertIn(profile, pools, body)
+        for name, p in pools.items():
+            self.assertEqual(set(p), {"ready", "target", "zygote"}, name)
+            self.assertEqual(p["target"], 2, f"{name}: the default --pool-size is 2")
+            self.assertIn(p["zygote"], ("up", "starting", "down"))
+            self.assertTrue(0 <= p["ready"] <= p["target"], p)
+        server.wait_pools_ready()
+        for name, p in server.pools().items():
+            self.assertEqual(p["zygote"], "up", name)
+
+    def test_a_handoff_is_counted_and_refilled(self):
+        server.wait_pools_ready(profiles=["minimal"])
+        before = pool_metrics(server.metrics(), "minimal")
+        for n, v in before.items():
+            self.assertIsNotNone(v, f"/metrics has no {n}{{profile=\"minimal\"}}")
+        self.run_code("print(1)", profile="minimal")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and server.pools()["minimal"]["ready"] < 2:
+            time.sleep(0.05)
+        self.assertEqual(server.pools()["minimal"]["ready"], 2, "the pool did not refill")
+        after = pool_metrics(server.metrics(), "minimal")
+        self.assertEqual(after["airlock_pool_handoffs_total"] - before["airlock_pool_handoffs_total"], 1)
+        self.assertGreaterEqual(after["airlock_pool_refills_total"] - before["airlock_pool_refills_total"], 1)
+        self.assertEqual(after["airlock_pool_ready"], 2)
+        self.assertEqual(after["airlock_pool_cold_fallbacks_total"], before["airlock_pool_cold_fallbacks_total"])
+
+    def test_a_burst_beyond_the_pool_is_served_and_counted(self):
+        server.wait_pools_ready(profiles=["general"])
+        before = pool_metrics(server.metrics(), "general")
+        code = "import time\ntime.sleep(1.5)\nprint('ok')\n"
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda _: server.execute(code, path="/v1/execute", profile="general",
+                                                             timeout=30), range(4)))
+        modes = []
+        for status, body in results:
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["stdout"], "ok\n", body)
+            self.assertIn(body["isolation"]["mode"], ("warm", "cold"))
+            modes.append(body["isolation"]["mode"])
+        self.assertGreaterEqual(modes.count("warm"), 2, modes)  # two runs were ready
+        after = pool_metrics(server.metrics(), "general")
+        self.assertEqual(after["airlock_pool_handoffs_total"] - before["airlock_pool_handoffs_total"],
+                         modes.count("warm"))
+        self.assertEqual(after["airlock_pool_cold_fallbacks_total"] - before["airlock_pool_cold_fallbacks_total"],
+                         modes.count("cold"))
+
+
+class TestZygoteRestart(RunCase):
+    """A zygote that dies (here: killed from the host) is restarted and the profile keeps working."""
+
+    @classmethod
+    def setUpClass(cls):
+        warm_only()
+        cls.server = AirlockServer().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.cleanup()
+
+    def test_killed_zygote_is_restarted(self):
+        srv = self.server
+        srv.wait_pools_ready()
+        before = metric_value(srv.metrics(), "airlock_zygote_restarts_total") or 0
+        procs = host_processes()
+        children = [p for p, i in procs.items() if i["ppid"] == srv.proc.pid]
+        self.assertTrue(children, "no zygote process under the server")
+        victim = children[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = srv.metrics()
+            if (metric_value(text, "airlock_zygote_restarts_total") or 0) > before:
+                break
+            time.sleep(0.1)
+        self.assertGreater(metric_value(srv.metrics(), "airlock_zygote_restarts_total") or 0, before,
+                           "killing a zygote was not counted as a restart")
+        srv.wait_pools_ready(30)
+        self.assertTrue(all(p["zygote"] == "up" for p in srv.pools().values()), srv.pools())
+        for profile in ("minimal", "general", "data-science"):
+            with self.subTest(profile=profile):
+                srv.wait_pools_ready(profiles=[profile])
+                status, body = srv.execute("print(6 * 7)", path="/v1/execute", profile=profile)
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["stdout"], "42\n")
+                self.assertEqual(body["isolation"]["mode"], "warm")
+        self.assertIsNone(srv.proc.poll(), "the server died with its zygote")
+
+
+if __name__ == "__main__":
+    unittest.main()
