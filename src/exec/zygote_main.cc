@@ -15,6 +15,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 #include <cstring>
 #include <memory>
 #include <string>
@@ -301,6 +304,10 @@ std::string PyErrorText() {
 }  // namespace
 
 int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Test builds: the embedded interpreter keeps its memory until exit by design.
+  __lsan_disable();
+#endif
   if (argc > 0) {
     g_argv_begin = argv[0];
     g_argv_end = argv[argc - 1] + std::strlen(argv[argc - 1]) + 1;

@@ -69,7 +69,14 @@ std::vector<std::pair<int, struct rlimit>> PlanRlimits(const Limits& l, bool hav
   // and leaves the real limit (and the "memory" kill reason) to the cgroup;
   // without one it is the memory limit.
   int64_t as = have_cgroup ? l.memory_bytes + 2048 * kMiB : l.memory_bytes;
+#if defined(__SANITIZE_ADDRESS__)
+  // Test builds only: an AddressSanitizer process (a warm pool's zygote and
+  // its runs are copies of this binary) reserves terabytes of shadow address
+  // space, so an address-space limit would stop it. The cgroup still limits.
+  if (!have_cgroup) out.push_back({RLIMIT_AS, lim(as, as)});
+#else
   out.push_back({RLIMIT_AS, lim(as, as)});
+#endif
   out.push_back({RLIMIT_CORE, lim(0, 0)});
   out.push_back({RLIMIT_NOFILE, lim(l.open_files, l.open_files)});
   // Counted per user namespace level, so this is per run. With a cgroup,
