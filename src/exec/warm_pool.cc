@@ -51,7 +51,7 @@ void Discard(Slot& slot) {
 }
 
 struct Zygote {
-  isolation::Launched launched;  // the init of the zygote's namespaces: our child
+  isolation::Launched launched;  // the zygote itself (pid 1 of its namespaces): our child
   UniqueFd control;
   std::shared_ptr<ZygoteState> state = std::make_shared<ZygoteState>();
   bool up = false;

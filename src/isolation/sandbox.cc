@@ -243,7 +243,10 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
     return ErrnoError("clone(user, pid, mount, net, ipc, uts namespaces) — are user namespaces enabled? "
                       "(sysctl user.max_user_namespaces > 0; kernel.unprivileged_userns_clone=1 where it exists)");
   }
-  if (pid == 0) internal::RunChild(plan);  // never returns
+  if (pid == 0) {
+    internal::RunChild(plan);  // returns only for warm plans, which this is not
+    ::_exit(127);
+  }
 
   run.pid = pid;
   // From here on, a failure must not leave the child behind.

@@ -15,6 +15,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -698,6 +699,43 @@ class TestZygoteRestart(RunCase):
                 self.assertEqual(body["stdout"], "42\n")
                 self.assertEqual(body["isolation"]["mode"], "warm")
         self.assertIsNone(srv.proc.poll(), "the server died with its zygote")
+
+    def test_run_in_flight_when_its_zygote_dies_gets_a_clear_503(self):
+        srv = self.server
+        srv.wait_pools_ready(profiles=["general"])
+        token = f"lost-{os.getpid()}-{time.monotonic_ns()}"
+        result = {}
+
+        def run():
+            result["answer"] = srv.execute(f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'import time; time.sleep(15)', '{token}'])\n",
+                                           path="/v1/execute", profile="general", timeout=20)
+
+        t = threading.Thread(target=run)
+        t.start()
+        # The run's sleep is a descendant of its zygote, itself a child of the server.
+        deadline = time.monotonic() + 20
+        zygote = None
+        while zygote is None and time.monotonic() < deadline:
+            procs = host_processes()
+            for pid, info in procs.items():
+                if token.encode() in info.get("cmdline", b""):
+                    p = info["ppid"]
+                    while p in procs and procs[p]["ppid"] != srv.proc.pid:
+                        p = procs[p]["ppid"]
+                    if p in procs:
+                        zygote = p
+            time.sleep(0.05)
+        self.assertIsNotNone(zygote, "the run's sleep never showed up under a zygote")
+        started = time.monotonic()
+        os.kill(zygote, signal.SIGKILL)
+        t.join(30)
+        self.assertFalse(t.is_alive(), "the request hung after its zygote died")
+        self.assertLess(time.monotonic() - started, 10)
+        status, body = result["answer"]
+        self.assertEqual(status, 503, body)
+        self.assertIn("zygote died", body.get("error", ""), body)
+        self.assertFalse(any(token.encode() in i.get("cmdline", b"") for i in host_processes().values()),
+                         "a process of the lost run survived")
 
 
 if __name__ == "__main__":
