@@ -406,6 +406,8 @@ with open('/proc/self/mem', 'rb', buffering=0) as mem:
         if not r[1].startswith('rw') or (len(r) > 5 and r[5] in ('[vvar]', '[vsyscall]')):
             continue
         start, end = (int(x, 16) for x in r[0].split('-'))
+        if end - start > (1 << 30):
+            continue  # an address-space reservation (AddressSanitizer's shadow in test builds), not data
         pos = start
         while pos < end:
             n = min(end - pos, 1 << 20)
@@ -453,6 +455,8 @@ def scan_memory(pid, needle):
                 if not r[1].startswith("rw") or (len(r) > 5 and r[5] in ("[vvar]", "[vsyscall]")):
                     continue
                 start, end = (int(x, 16) for x in r[0].split("-"))
+                if end - start > (1 << 30):
+                    continue  # an address-space reservation (AddressSanitizer's shadow), not data
                 pos = start
                 while pos < end:
                     n = min(end - pos, 1 << 22)
