@@ -664,8 +664,9 @@ def cgroup_roots(pid: int) -> list[str]:
 def count_cgroups(roots: list[str], ours: set[int]) -> tuple[int, int]:
     """(ours, all): airlock cgroup directories under the server's own cgroups.
 
-    "all" counts every directory whose name contains "airlock" or starts with "run-".
-    "ours" leaves out run-PID-N directories of live processes that are not the server or one
+    "all" counts every directory whose name contains "airlock" or starts with "run-" (a cold
+    run, a zygote) or "warm-" (a warm run, ready or running).
+    "ours" leaves out run-PID-N and warm-PID-N directories of live processes that are not the server or one
     of its descendants (other airlock servers on the host share the pids and cpu hierarchies);
     a run directory of a dead process counts, since nobody will remove it.
     """
@@ -675,10 +676,10 @@ def count_cgroups(roots: list[str], ours: set[int]) -> tuple[int, int]:
             if dirpath.count("/") - root.count("/") >= 6:
                 dirnames[:] = []
             for d in dirnames:
-                if "airlock" not in d and not d.startswith("run-"):
+                if "airlock" not in d and not d.startswith(("run-", "warm-")):
                     continue
                 n_all += 1
-                if d.startswith("run-"):
+                if d.startswith(("run-", "warm-")):
                     pid_s = d.split("-")[1] if d.count("-") >= 2 else ""
                     if pid_s.isdigit() and int(pid_s) not in ours and os.path.exists(f"/proc/{pid_s}"):
                         continue
