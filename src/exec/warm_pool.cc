@@ -568,8 +568,9 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
     out.why_not = "profile has no warm pool";
     return out;
   }
+  // A fallback is counted by the call that may wait (the last one a server makes).
   if (spec.limits.disk_bytes != p->profile.limits.disk_bytes || spec.limits.open_files != p->profile.limits.open_files) {
-    p->cold_fallbacks++;
+    if (may_wait) p->cold_fallbacks++;
     out.why_not = "the request's disk limit differs from the warm runs'";
     return out;
   }
