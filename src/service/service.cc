@@ -81,6 +81,19 @@ bool ParseRequestSize(const std::optional<std::string>& text, const char* field,
   return true;
 }
 
+// The sandbox's limits for a profile's effective ones. Requests and warm pools
+// both go through here, so a request that asks for nothing gets exactly the
+// limits a pool's ready runs were made with.
+isolation::Limits ToSandboxLimits(const profile::EffectiveLimits& e) {
+  isolation::Limits l;
+  l.memory_bytes = e.memory_bytes;
+  l.pids = e.pids;
+  l.cpus = e.cpu_cores;
+  l.cpu_time_ms = static_cast<int64_t>(std::ceil(e.cpu_time_s * 1000));
+  l.disk_bytes = e.disk_bytes;
+  return l;
+}
+
 model::EffectiveLimitsView ToView(const profile::EffectiveLimits& e) {
   model::EffectiveLimitsView v;
   v.profile = e.profile;
@@ -251,11 +264,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
   spec.files.push_back({kCodePath, req.code, 0444});
   spec.files.push_back({kConfigPath, model::RunnerConfigToJson(cfg), 0444});
-  spec.limits.memory_bytes = limits.memory_bytes;
-  spec.limits.pids = limits.pids;
-  spec.limits.cpus = limits.cpu_cores;
-  spec.limits.cpu_time_ms = static_cast<int64_t>(std::ceil(limits.cpu_time_s * 1000));
-  spec.limits.disk_bytes = limits.disk_bytes;
+  spec.limits = ToSandboxLimits(limits);
   spec.degradable = options_.host->degradable;
 
   plan->options.timeout_s = limits.timeout_s;
@@ -401,15 +410,10 @@ std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profi
   std::vector<exec::PoolProfile> out;
   for (const profile::Profile& p : profiles.profiles()) {
     if (p.language != profile::Language::kPython) continue;
-    profile::EffectiveLimits e = profile::Clamp(p, profile::RequestedLimits{});
     exec::PoolProfile pp;
     pp.name = p.name;
     pp.preimport = p.preimport;
-    pp.limits.memory_bytes = e.memory_bytes;
-    pp.limits.pids = e.pids;
-    pp.limits.cpus = e.cpu_cores;
-    pp.limits.cpu_time_ms = static_cast<int64_t>(std::ceil(e.cpu_time_s * 1000));
-    pp.limits.disk_bytes = e.disk_bytes;
+    pp.limits = ToSandboxLimits(profile::Clamp(p, profile::RequestedLimits{}));
     out.push_back(std::move(pp));
   }
   return out;
