@@ -70,7 +70,6 @@ struct Pool {
   Clock::time_point next_start{};
   Clock::time_point next_spawn{};
   int backoff_ms = 500;
-  std::atomic<int> ready_count{0};
   int adopting = 0;  // runs handed to the adopters, not back yet (pool thread only)
   std::atomic<int> state{0};  // 0 down, 1 starting, 2 up
   std::atomic<uint64_t> handoffs{0}, refills{0}, cold_fallbacks{0}, restarts{0};
@@ -385,7 +384,6 @@ struct WarmPool::Impl {
       {
         std::lock_guard<std::mutex> lock(mu);
         p.ready.push_back(std::move(slot));
-        p.ready_count = static_cast<int>(p.ready.size());
       }
       ready_cv.notify_one();
       return;
@@ -416,7 +414,6 @@ struct WarmPool::Impl {
           ++it;
         }
       }
-      p.ready_count = static_cast<int>(p.ready.size());
     }
     for (auto it = p.pending.begin(); it != p.pending.end();) {
       if (z == nullptr || it->zygote.get() == z) {
@@ -484,7 +481,12 @@ void WarmPool::Impl::Loop() {
         isolation::KillRun(z->launched);
       }
       if (z && z->up && z->control && now >= p.next_spawn) {
-        int have = p.ready_count.load() + static_cast<int>(p.pending.size()) + p.adopting + z->spawns_asked;
+        int have;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          have = static_cast<int>(p.ready.size());
+        }
+        have += static_cast<int>(p.pending.size()) + p.adopting + z->spawns_asked;
         for (; have < options.size; ++have) {
           if (::send(z->control.get(), &zygote::kSpawn, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) break;
           ++z->spawns_asked;
@@ -651,9 +653,7 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
     out.why_not = "profile has no warm pool";
     return out;
   }
-  // A fallback is counted by the call that may wait (the last one a server makes).
   if (spec.limits.disk_bytes != p->profile.limits.disk_bytes || spec.limits.open_files != p->profile.limits.open_files) {
-    if (may_wait) p->cold_fallbacks++;
     out.why_not = "the request's disk limit differs from the warm runs'";
     return out;
   }
@@ -675,7 +675,6 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
       if (p->ready.empty()) break;
       slot = std::move(p->ready.front());
       p->ready.pop_front();
-      p->ready_count = static_cast<int>(p->ready.size());
     }
     impl_->Wake();  // refill
     if (Readable(slot.run.pidfd.get())) {  // died while waiting (its zygote, most likely)
@@ -711,9 +710,14 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
     out.execution = Execution::Adopt(std::move(slot.run), spec, options, std::move(slot.zygote));
     return out;
   }
-  p->cold_fallbacks++;
   out.why_not = "no warm run was ready";
   return out;
+}
+
+void WarmPool::CountColdFallback(const std::string& profile) {
+  for (const auto& p : impl_->pools) {
+    if (p->profile.name == profile) p->cold_fallbacks++;
+  }
 }
 
 std::vector<PoolStatus> WarmPool::Snapshot() const {

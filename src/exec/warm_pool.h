@@ -85,6 +85,9 @@ class WarmPool {
   // (false: return at once; for an event loop's thread).
   HandOff TakeRun(const std::string& profile, const isolation::Spec& spec, const RunOptions& options,
                   std::string_view request, bool may_wait = true);
+  // The caller took the cold path for a run of `profile` after all (counted
+  // in /metrics); a hand-off that is tried again later is not a fallback yet.
+  void CountColdFallback(const std::string& profile);
   // Whether `profile` has a pool at all (a profile without one always runs cold).
   bool Serves(const std::string& profile) const;
   std::vector<PoolStatus> Snapshot() const;

@@ -293,8 +293,8 @@ StatusOr<std::unique_ptr<exec::Execution>> Service::Start(Plan& plan) const {
       plan.events_read = std::move(h.events_read);
       return std::move(h.execution);
     }
-    plan.cold_reason = std::move(h.why_not);
-    log::Debug("request " + plan.request_id + ": cold path: " + plan.cold_reason);
+    options_.pool->CountColdFallback(plan.profile_name);
+    log::Debug("request " + plan.request_id + ": cold path: " + h.why_not);
   }
   // The channel is made here, right before the launch, not when the request
   // was prepared: every run launched while a write end exists in this process

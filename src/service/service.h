@@ -71,7 +71,6 @@ struct Plan {
   // The warm path's request (runner config with the code inline); empty when
   // the profile has no warm pool.
   std::string warm_request;
-  std::string cold_reason;  // why a run with a warm_request went cold (Start() sets it)
 };
 
 enum class Verdict { kRun, kRejected, kInvalid };
