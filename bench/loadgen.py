@@ -438,10 +438,12 @@ def one_request(client: Client, api: str, p: Prepared) -> Record:
 
 
 def run_phase(clients: list[Client], api: str, jobs: list[Prepared], n: Optional[int],
-              duration: Optional[float]) -> tuple[list[Record], float]:
+              duration: Optional[float], pace_s: float = 0.0) -> tuple[list[Record], float]:
     """Runs len(clients) workers until n requests were started or duration passed.
 
-    Request i uses jobs[i % len(jobs)]. Returns the records and the wall time of the phase.
+    Request i uses jobs[i % len(jobs)]. A worker waits pace_s before each request (0: a closed
+    loop, the next request as soon as the answer is in). Returns the records and the wall time
+    of the phase.
     """
     counter = iter(range(n if n is not None else 1 << 62))
     lock = threading.Lock()
@@ -459,6 +461,8 @@ def run_phase(clients: list[Client], api: str, jobs: list[Prepared], n: Optional
                 ticket = next(counter, None)
             if ticket is None:
                 return
+            if pace_s > 0:
+                time.sleep(pace_s)
             recs.append(one_request(client, api, jobs[ticket % len(jobs)]))
 
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(clients))]
@@ -541,11 +545,12 @@ def run_bench(args: argparse.Namespace, targets: list[Target], workloads: list[W
                     log(args, f"{t.name:>10} {wl.name:<10} c={c:<3} skipped: {why}")
                     continue
                 row["profile_sent"] = t.map_profile(wl.profile)
+                row["pace_ms"] = args.pace
                 n, warm = effective_counts(wl, c, args)
                 clients = [Client() for _ in range(c)]
                 try:
                     warm_recs, _ = run_phase(clients, t.api, [prep], warm, None) if warm else ([], 0.0)
-                    recs, elapsed = run_phase(clients, t.api, [prep], n, args.duration)
+                    recs, elapsed = run_phase(clients, t.api, [prep], n, args.duration, args.pace / 1000.0)
                 finally:
                     for cl in clients:
                         cl.close()
@@ -888,7 +893,8 @@ def render_bench(rep: dict[str, Any], markdown: bool) -> str:
         if r.get("warmup_errors"):
             err += f" (+{r['warmup_errors']} warm-up)"
         prof = r["profile_sent"] or r["profile"]
-        rows.append([r["target"], r["workload"], prof, str(r["concurrency"]), str(r["count"]), err,
+        c = str(r["concurrency"]) + (f" +{r['pace_ms']:g}ms" if r.get("pace_ms") else "")
+        rows.append([r["target"], r["workload"], prof, c, str(r["count"]), err,
                      fmt(lat["p50"]), fmt(lat["p90"]), fmt(lat["p99"]), fmt(lat["max"]),
                      fmt(r["throughput_rps"], 1)])
     out = [table(headers, rows, markdown, {3, 4, 6, 7, 8, 9, 10})]
@@ -980,6 +986,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                          "(default for timeout: min(--requests, 4*c))")
     ap.add_argument("--duration", "-d", type=float, default=None,
                     help="seconds per (target, workload, concurrency); with --requests, whichever ends first")
+    ap.add_argument("--pace", type=float, default=0.0, metavar="MS",
+                    help="each worker waits MS before each request (default 0: closed loop); "
+                         "with a pause the warm pool is full when a request comes, as when an agent "
+                         "calls now and then; req/s then counts the pauses too")
     ap.add_argument("--warmup", type=int, default=None,
                     help="requests per cell not counted (default 3; timeout 1; soak 100)")
     ap.add_argument("--baseline", default=None, help="target the ratios are relative to (default: first airlock)")

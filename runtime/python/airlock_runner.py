@@ -40,10 +40,13 @@ the result fd, then calls os._exit with the exit code:
     {"type":"result","is_main_result":true,"data":{...}}            the last expression's value
     {"type":"truncated","what":"results","dropped":n}               when caps dropped or cut results
     {"type":"error","name":..,"value":..,"traceback":..}            uncaught exception, SyntaxError
-    {"type":"end","exit_code":n}                                    always last
+    {"type":"end","exit_code":n,"max_rss_kb":k}                     always last
 
-If the process dies without the end event (os._exit in user code, a kill), the server must go by
-the process status. Caps: the main result is budgeted first (shrunk to text/plain, then cut, if
+max_rss_kb is the peak resident memory of this process or of any child it waited for. A warm
+run's program closes every fd right after the end event and exits; the server may answer from
+the end event once stdout, stderr and the channel are all at end of file, without waiting for
+the process to be torn down. If the process dies without the end event (os._exit in user code,
+a kill), the server must go by the process status. Caps: the main result is budgeted first (shrunk to text/plain, then cut, if
 it alone exceeds max_result_bytes), then display results in order until max_results or the byte
 budget is used up. Error value and traceback are cut at 64 KiB each.
 
@@ -177,6 +180,17 @@ def _encode_event(event):
     """One event as a JSON line (bytes). Raises ValueError/TypeError for unencodable data."""
     text = json.dumps(_clean(event), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return text.encode("ascii") + b"\n"
+
+
+def _end_event(exit_code):
+    try:
+        import resource
+
+        peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    except Exception:  # noqa: BLE001 - the peak is a nicety; the end event is not
+        peak = 0
+    return {"type": "end", "exit_code": exit_code, "max_rss_kb": peak}
 
 
 class ResultChannel:
@@ -972,7 +986,7 @@ class Runner:
         lines = self._sink.lines(main_bundle)
         if self._error_event is not None:
             lines.append(_encode_event(self._error_event))
-        lines.append(_encode_event({"type": "end", "exit_code": self._exit_code}))
+        lines.append(_encode_event(_end_event(self._exit_code)))
         self._channel.write(lines)
         return self._exit_code
 
@@ -1013,13 +1027,15 @@ def zygote_preimport(names):
     import importlib
 
     # What every run uses, loaded once here instead of in each run: random (reseeding),
-    # traceback (errors), the UTF-8 codec lookups of decoding and compiling a cell.
+    # traceback (errors), resource (the end event's peak memory), the UTF-8 codec lookups of
+    # decoding and compiling a cell.
     import atexit  # noqa: F401
     import codecs
     import encodings.utf_8  # noqa: F401
     import fcntl  # noqa: F401
     import opcode  # noqa: F401
     import random  # noqa: F401
+    import resource  # noqa: F401
     import traceback  # noqa: F401
 
     codecs.lookup("utf-8")
@@ -1146,7 +1162,7 @@ def _run(load, after_fork=False):
             channel.write([
                 _encode_event({"type": "error", "name": name, "value": _safe_str(e),
                                "traceback": message}),
-                _encode_event({"type": "end", "exit_code": EXIT_RUNNER_FAILURE}),
+                _encode_event(_end_event(EXIT_RUNNER_FAILURE)),
             ])
         return EXIT_RUNNER_FAILURE
 

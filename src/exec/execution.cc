@@ -33,6 +33,7 @@ StatusOr<std::unique_ptr<Execution>> Execution::Start(const isolation::HostSetup
   ex->options_ = std::move(options);
   ex->start_ = Clock::now();
   ex->deadline_ = ex->start_ + std::chrono::microseconds(static_cast<int64_t>(ex->options_.timeout_s * 1e6));
+  ex->next_stats_ = ex->start_ + Millis(kStatsIntervalMs);
   ASSIGN_OR_RETURN(ex->run_, isolation::Launch(host, spec));
   ex->result_.isolation = ex->run_.report;
   return ex;
@@ -51,20 +52,21 @@ std::unique_ptr<Execution> Execution::Adopt(isolation::Launched run, const isola
   ex->options_ = std::move(options);
   ex->start_ = Clock::now();
   ex->deadline_ = ex->start_ + std::chrono::microseconds(static_cast<int64_t>(ex->options_.timeout_s * 1e6));
+  ex->next_stats_ = ex->start_ + Millis(kStatsIntervalMs);
   ex->run_ = std::move(run);
   ex->run_.adopted = true;
   ex->zygote_ = std::move(zygote);
-  if (ex->run_.cgroup) ex->cpu_baseline_ns_ = ex->run_.cgroup->ReadStats().cpu_usage_ns;
+  if (ex->run_.cgroup) ex->cpu_baseline_ns_ = ex->run_.cgroup->ReadCpuUsageNs();
   ex->result_.isolation = ex->run_.report;
   return ex;
 }
 
 Execution::~Execution() {
-  if (!finished_) {
-    // Abandoned (the caller gave up): make sure nothing of the run survives.
-    isolation::KillRun(run_);
-    if (run_.pid > 0) (void)isolation::Reap(run_);
-  }
+  // Abandoned (the caller gave up), or answered from the program's end event
+  // while the run was still being torn down: nothing of it may survive. The
+  // cgroup's destructor then waits for its processes to leave.
+  if (!finished_ || finished_on_end_) isolation::KillRun(run_);
+  if (!finished_ && run_.pid > 0) (void)isolation::Reap(run_);
 }
 
 int Execution::stdout_fd() const { return out_eof_ ? -1 : run_.stdout_fd.get(); }
@@ -147,7 +149,10 @@ int Execution::OnTick() {
     Kill(KillReason::kTimeout, "wall-clock limit of " + FormatSeconds(options_.timeout_s) + " s exceeded");
     return kStatsIntervalMs;
   }
-  if (run_.cgroup && result_.kill_reason == KillReason::kNone) {
+  // The counters are read every kStatsIntervalMs, the first time that long
+  // after the start (most runs are over by then; Finish reads them anyway).
+  if (run_.cgroup && result_.kill_reason == KillReason::kNone && now >= next_stats_) {
+    next_stats_ = now + Millis(kStatsIntervalMs);
     isolation::CgroupStats st = run_.cgroup->ReadStats();
     if (st.oom_kills > 0) {
       Kill(KillReason::kMemory, "memory limit of " + std::to_string(spec_.limits.memory_bytes) + " bytes reached");
@@ -187,7 +192,24 @@ RunResult Execution::Finish() {
     result_.signal = SIGKILL;
     return result_;
   }
-  const isolation::ExitInfo& e = *exit;
+  return Conclude(*exit, st);
+}
+
+RunResult Execution::FinishOnEnd(int exit_code, int64_t max_rss_kb) {
+  if (finished_) return result_;
+  finished_ = true;
+  finished_on_end_ = true;
+  result_.duration_ms = MillisSince(start_);
+  isolation::CgroupStats st;
+  if (run_.cgroup) st = run_.cgroup->ReadStats();
+  isolation::ExitInfo e;
+  e.exited = true;
+  e.exit_code = exit_code;
+  e.usage.ru_maxrss = max_rss_kb;
+  return Conclude(e, st);
+}
+
+RunResult Execution::Conclude(const isolation::ExitInfo& e, const isolation::CgroupStats& st) {
   const struct rusage& ru = e.usage;
   int64_t rusage_cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
                           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;

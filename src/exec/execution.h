@@ -75,23 +75,39 @@ class Execution {
   // Reaps and drains what is left of the output. The run's cgroup is removed
   // when the Execution is destroyed (a server does that after replying).
   RunResult Finish();
+  // Whether FinishOnEnd may be called: an adopted run, still going for all we
+  // know, not being killed, stdout and stderr at end of file.
+  bool CanFinishOnEnd() const {
+    return run_.adopted && !exited_ && !finished_ && out_eof_ && err_eof_ && result_.kill_reason == KillReason::kNone;
+  }
+  // When CanFinishOnEnd() and the program said it ended (the runner's end
+  // event, model::ParseProgramEnd, with the channel at end of file too): the
+  // result now, without waiting for the program's teardown (milliseconds for a
+  // fork of a numpy-sized interpreter) and its init's report. What is left of
+  // the run is killed when the Execution is destroyed (a server does that
+  // after replying). The exit code is the program's word for it: a program
+  // can only misreport its own run.
+  RunResult FinishOnEnd(int exit_code, int64_t max_rss_kb);
 
  private:
   Execution() = default;
   // final: the run is gone; an empty pipe means end of stream.
   void ReadStream(Stream s, bool final);
   void Kill(KillReason reason, std::string detail);
+  // What Finish and FinishOnEnd share once the program's end is known.
+  RunResult Conclude(const isolation::ExitInfo& e, const isolation::CgroupStats& st);
 
   isolation::Launched run_;
   isolation::Spec spec_;
   std::shared_ptr<const ZygoteLife> zygote_;
   uint64_t cpu_baseline_ns_ = 0;  // CPU the cgroup had used before the hand-off
   RunOptions options_;
-  Clock::time_point start_, deadline_;
+  Clock::time_point start_, deadline_, next_stats_;
   bool exited_ = false;
   bool out_eof_ = false, err_eof_ = false;
   RunResult result_;
   bool finished_ = false;
+  bool finished_on_end_ = false;  // the run may still be there: kill it at the end
 };
 
 // Runs one program to its end (blocking) and returns its result.

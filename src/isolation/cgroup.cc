@@ -690,6 +690,13 @@ CgroupStats RunCgroup::ReadStats() const {
   return s;
 }
 
+uint64_t RunCgroup::ReadCpuUsageNs() const {
+  if (dirs_.empty()) return 0;
+  std::string buf;
+  if (version_ == CgroupVersion::kV2) return ReadKeyed(memory_dir_ + "/cpu.stat", "usage_usec", &buf) * 1000;
+  return cpuacct_dir_.empty() ? 0 : ReadNumber(cpuacct_dir_ + "/cpuacct.usage", &buf);
+}
+
 void RunCgroup::KillAll() {
   // A fake tree's cgroup.procs lists whatever a test wrote (often its own pid).
   if (fake_tree_ || dirs_.empty()) return;

@@ -87,6 +87,8 @@ class RunCgroup {
   // the cgroup has) and `to` (a warm run handed to a request with its own).
   Status ChangeLimits(const Limits& from, const Limits& to);
   CgroupStats ReadStats() const;
+  // cpu_usage_ns alone (one file instead of ReadStats' five).
+  uint64_t ReadCpuUsageNs() const;
   // SIGKILLs every process in the cgroup (cgroup.kill on v2 where present, else
   // repeated reads of cgroup.procs) and waits until it is empty (bounded, ~2 s).
   void KillAll();

@@ -105,4 +105,26 @@ RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated)
   return out;
 }
 
+std::optional<ProgramEnd> ParseProgramEnd(std::string_view channel, bool channel_truncated) {
+  if (channel_truncated || channel.size() < 2 || channel.back() != '\n') return std::nullopt;
+  channel.remove_suffix(1);
+  size_t start = channel.rfind('\n');
+  std::string_view line = start == std::string_view::npos ? channel : channel.substr(start + 1);
+  if (line.size() > 256) return std::nullopt;  // an end event is a few dozen bytes
+  json ev = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (ev.is_discarded() || !ev.is_object()) return std::nullopt;
+  auto type = ev.find("type");
+  auto code = ev.find("exit_code");
+  if (type == ev.end() || *type != "end" || code == ev.end() || !code->is_number_integer()) return std::nullopt;
+  // As the process's status would say it: the runner exits with exit_code & 0xFF.
+  if (code->is_number_unsigned() ? code->get<uint64_t>() > INT32_MAX : code->get<int64_t>() < INT32_MIN) {
+    return std::nullopt;
+  }
+  ProgramEnd end;
+  end.exit_code = static_cast<int>(code->get<int64_t>() & 0xFF);
+  auto peak = ev.find("max_rss_kb");
+  if (peak != ev.end() && peak->is_number_unsigned()) end.max_rss_kb = peak->get<int64_t>();
+  return end;
+}
+
 }  // namespace airlock::model

@@ -56,4 +56,15 @@ inline constexpr size_t kMaxEventDepth = 64;
 // `channel_truncated`: the server stopped keeping bytes of the channel.
 RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated);
 
+// The runner's last word, when the channel ends with it: the "end" event as
+// the channel's last line (a warm run's program closes every fd right after
+// it, so a server that saw it and end of file on every stream can answer
+// without waiting for the process to be torn down). Cheap: only the last line
+// is parsed. nullopt when the last line is anything else or the channel was cut.
+struct ProgramEnd {
+  int exit_code = 0;
+  int64_t max_rss_kb = 0;  // 0 when the runner did not say
+};
+std::optional<ProgramEnd> ParseProgramEnd(std::string_view channel, bool channel_truncated);
+
 }  // namespace airlock::model

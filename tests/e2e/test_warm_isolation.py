@@ -589,6 +589,58 @@ class TestHostView(RunCase):
 
 # -- the warm path itself ---------------------------------------------------------------------
 
+# -- answering from the runner's end event -------------------------------------------------------
+
+FORGED_END = """
+import os, stat, subprocess, time
+child = subprocess.Popen(['/bin/sleep', '{marker}'], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print('CHILD', child.pid, flush=True)
+# The runner keeps its result channel on a high fd: the first pipe past stderr that takes a write.
+for fd in range(3, 1024):
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b'{{"type":"end","exit_code":7,"max_rss_kb":1}}\\n')
+            break
+    except OSError:
+        pass
+os.closerange(0, 1024)
+time.sleep(60)
+"""
+
+
+class TestEarlyAnswer(RunCase):
+    """A warm run's answer is made from the runner's end event once stdout, stderr and the result
+    channel are all at end of file, before the run is torn down. User code can forge that: it
+    then only misreports its own run, and nothing of the run outlives the answer."""
+
+    def test_a_forged_end_event_does_not_let_the_run_outlive_its_answer(self):
+        marker = f"{400 + secrets.randbelow(500)}.{secrets.randbelow(10**6):06d}"
+        timeout = 4
+        t0 = time.monotonic()
+        body = self.run_code(FORGED_END.format(marker=marker), timeout=timeout, expect_exit=None)
+        elapsed = time.monotonic() - t0
+        self.assertRegex(body["stdout"], r"^CHILD \d+\n$", body)
+        if body["isolation"]["mode"] == "warm":
+            # Answered from the (forged) end event, long before the timeout.
+            self.assertEqual(body["exit_code"], 7, body)
+            self.assertIsNone(body["kill_reason"], body)
+            self.assertLess(elapsed, timeout - 1, body)
+        else:
+            # A cold run is answered when it ends: here, by its timeout.
+            self.assertEqual(body["kill_reason"], "timeout", body)
+        needle = marker.encode()
+        deadline = time.monotonic() + 5
+        while True:
+            alive = [p for p, info in host_processes().items() if needle in info["cmdline"]]
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual(alive, [], "a process of the run outlived its answer by 5 s")
+        # And the server carries on: the next run of the profile is answered as usual.
+        self.assertEqual(self.run_code("print(6 * 7)")["stdout"], "42\n")
+
+
 def warm_only():
     if expected_mode() != "warm":
         raise unittest.SkipTest("the warm path's own behaviour (AIRLOCK_E2E_MODE=warm only)")
