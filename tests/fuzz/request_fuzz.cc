@@ -44,6 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // 2. The same bytes as a result channel (whole, and cut off) and as run output.
   for (bool cut : {false, true}) {
     RunnerEvents ev = ParseRunnerEvents(input, cut);
+    (void)ParseProgramEnd(input, cut);
     ExecuteResponse response;
     response.run.stdout_text = std::string(input);
     response.run.stderr_text = std::string(input.substr(0, size / 2));

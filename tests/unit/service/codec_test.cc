@@ -180,6 +180,35 @@ TEST(RunnerEvents, HostileLines) {
   EXPECT_TRUE(ev.truncated);
 }
 
+TEST(ProgramEnd, OnlyAnEndEventAsTheLastWholeLine) {
+  auto end = ParseProgramEnd("{\"type\":\"result\",\"data\":{}}\n{\"type\":\"end\",\"exit_code\":3,\"max_rss_kb\":9000}\n",
+                             false);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->exit_code, 3);
+  EXPECT_EQ(end->max_rss_kb, 9000);
+  end = ParseProgramEnd("{\"type\":\"end\",\"exit_code\":0}\n", false);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->max_rss_kb, 0);  // not said: unknown
+  // As the process status would say it: the low 8 bits.
+  EXPECT_EQ(ParseProgramEnd("{\"type\":\"end\",\"exit_code\":300}\n", false)->exit_code, 44);
+  EXPECT_EQ(ParseProgramEnd("{\"type\":\"end\",\"exit_code\":-1}\n", false)->exit_code, 255);
+
+  for (const char* bad : {"", "\n", "{\"type\":\"end\",\"exit_code\":0}",  // no newline: cut short
+                          "{\"type\":\"end\",\"exit_code\":0}\n{\"type\":\"result\"}\n",  // not last
+                          "{\"type\":\"end\",\"exit_code\":\"0\"}\n", "{\"type\":\"end\"}\n",
+                          "{\"type\":\"end\",\"exit_code\":1.5}\n", "[\"end\"]\n", "\xff\xfe\n",
+                          "{\"type\":\"end\",\"exit_code\":99999999999}\n",
+                          "{\"type\":\"end\",\"exit_code\":18446744073709551615}\n"}) {
+    EXPECT_FALSE(ParseProgramEnd(bad, false).has_value()) << bad;
+  }
+  // The server stopped keeping the channel: its tail is not the runner's.
+  EXPECT_FALSE(ParseProgramEnd("{\"type\":\"end\",\"exit_code\":0}\n", true).has_value());
+  // A line longer than any end event is not parsed at all.
+  EXPECT_FALSE(ParseProgramEnd("{\"type\":\"end\",\"exit_code\":0,\"pad\":\"" + std::string(300, 'x') + "\"}\n",
+                               false)
+                   .has_value());
+}
+
 TEST(RunnerConfig, Json) {
   RunnerConfig c;
   c.any_import = true;
