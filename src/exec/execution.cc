@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,11 +63,24 @@ std::unique_ptr<Execution> Execution::Adopt(isolation::Launched run, const isola
 }
 
 Execution::~Execution() {
-  // Abandoned (the caller gave up), or answered from the program's end event
-  // while the run was still being torn down: nothing of it may survive. The
-  // cgroup's destructor then waits for its processes to leave.
-  if (!finished_ || finished_on_end_) isolation::KillRun(run_);
-  if (!finished_ && run_.pid > 0) (void)isolation::Reap(run_);
+  const bool kill = !finished_ || finished_on_end_;
+  if (run_.adopted) {
+    // Abandoned, or answered from the program's end event while the run was
+    // still being torn down: kill its init. Either way, wait until the init
+    // is gone: it goes last (the kernel empties its pid namespace first), so
+    // the cgroup is empty then and its removal below needs no polling.
+    if (kill && run_.pidfd) ::syscall(SYS_pidfd_send_signal, run_.pidfd.get(), SIGKILL, nullptr, 0);
+    if (run_.pidfd) {
+      struct pollfd p = {run_.pidfd.get(), POLLIN, 0};
+      while (::poll(&p, 1, 2000) < 0 && errno == EINTR) {
+      }
+    }
+    return;  // the cgroup's destructor kills whatever is left (nothing) and removes it
+  }
+  if (kill) {
+    isolation::KillRun(run_);
+    if (run_.pid > 0) (void)isolation::Reap(run_);
+  }
 }
 
 int Execution::stdout_fd() const { return out_eof_ ? -1 : run_.stdout_fd.get(); }
