@@ -149,7 +149,9 @@ void Execution::Kill(KillReason reason, std::string detail) {
   result_.kill_reason = reason;
   result_.kill_detail = std::move(detail);
   if (reason == KillReason::kTimeout) result_.timed_out = true;
-  isolation::KillRun(run_);
+  // Called on a server's event loop: signal, do not wait. The run ends for
+  // us when its init is gone (every other process of the run is gone first).
+  isolation::StartKillingRun(run_);
 }
 
 void Execution::Cancel(KillReason reason, std::string detail) {
@@ -187,6 +189,14 @@ int Execution::OnTick() {
 RunResult Execution::Finish() {
   if (finished_) return result_;
   finished_ = true;
+  if (run_.adopted && result_.kill_reason != KillReason::kNone && run_.pidfd) {
+    // We killed its init: its status pipe ended when init's fds were closed,
+    // a moment before the kernel emptied its pid namespace. Answer once init
+    // is gone (it goes last), so no process of the run outlives the answer.
+    struct pollfd p = {run_.pidfd.get(), POLLIN, 0};
+    while (::poll(&p, 1, 2000) < 0 && errno == EINTR) {
+    }
+  }
   auto exit = isolation::Reap(run_);
   // Every process of the run is gone once init is reaped (the kernel tears the
   // pid namespace down first): read what the pipes still hold, and take an

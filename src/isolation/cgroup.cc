@@ -657,6 +657,15 @@ Status RunCgroup::ChangeLimits(const Limits& from, const Limits& to) {
   return Status::Ok();
 }
 
+void RunCgroup::LiftCpuLimit() {
+  if (cpu_dir_.empty() || fake_tree_) return;
+  if (version_ == CgroupVersion::kV2) {
+    WriteControl(cpu_dir_ + "/cpu.max", "max", false);
+  } else {
+    WriteControl(cpu_dir_ + "/cpu.cfs_quota_us", "-1", false);
+  }
+}
+
 Status RunCgroup::AddProcess(pid_t pid) {
   if (pid <= 0) return InvalidArgument("AddProcess: pid " + std::to_string(pid) + " is not a process");
   const std::string value = std::to_string(pid);

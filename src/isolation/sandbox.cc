@@ -364,7 +364,18 @@ StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status) {
 
 void KillRun(Launched& run) {
   if (run.pidfd) ::syscall(SYS_pidfd_send_signal, run.pidfd.get(), SIGKILL, nullptr, 0);
-  if (run.cgroup) run.cgroup->KillAll();
+  if (run.cgroup) {
+    // A throttled process handles its SIGKILL only when it next runs.
+    run.cgroup->LiftCpuLimit();
+    run.cgroup->KillAll();
+  }
+}
+
+void StartKillingRun(Launched& run) {
+  if (!run.pidfd || ::syscall(SYS_pidfd_send_signal, run.pidfd.get(), SIGKILL, nullptr, 0) != 0) {
+    return KillRun(run);  // no pidfd, or init is gone already: be thorough
+  }
+  if (run.cgroup) run.cgroup->LiftCpuLimit();
 }
 
 }  // namespace airlock::isolation

@@ -92,8 +92,15 @@ StatusOr<ExitInfo> Reap(Launched& run);
 // init_wait_status is init's own wait status when known (else 0).
 StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status);
 
-// Kills every process of the run (init first; the pid namespace takes the rest).
+// Kills every process of the run (init first; the pid namespace takes the rest)
+// and waits (bounded, ~2 s) until its cgroup is empty.
 void KillRun(Launched& run);
+// The same without waiting, for an event loop: SIGKILL to init (its pid
+// namespace dies with it) and the CPU limit lifted so that no process of the
+// run waits for its quota's next period to die. The cgroup is emptied and
+// removed later, when the Launched is destroyed. Falls back to KillRun without
+// a pidfd.
+void StartKillingRun(Launched& run);
 
 // The isolation report of a run on this host (what Launch() puts in Launched).
 IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup);
