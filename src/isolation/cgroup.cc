@@ -659,10 +659,13 @@ Status RunCgroup::ChangeLimits(const Limits& from, const Limits& to) {
 
 void RunCgroup::LiftCpuLimit() {
   if (cpu_dir_.empty() || fake_tree_) return;
+  // And the largest weight: among busy runs, the dying one is scheduled first.
   if (version_ == CgroupVersion::kV2) {
     WriteControl(cpu_dir_ + "/cpu.max", "max", false);
+    WriteControl(cpu_dir_ + "/cpu.weight", "10000", false);
   } else {
     WriteControl(cpu_dir_ + "/cpu.cfs_quota_us", "-1", false);
+    WriteControl(cpu_dir_ + "/cpu.shares", "262144", false);
   }
 }
 

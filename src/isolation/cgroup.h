@@ -89,8 +89,9 @@ class RunCgroup {
   CgroupStats ReadStats() const;
   // cpu_usage_ns alone (one file instead of ReadStats' five).
   uint64_t ReadCpuUsageNs() const;
-  // Removes the CPU bandwidth limit (best effort): a run that is being killed
-  // must not wait for its quota's next period (up to 100 ms) to die.
+  // Removes the CPU bandwidth limit and gives the largest CPU weight (best
+  // effort): a run that is being killed must not wait for its quota's next
+  // period (up to 100 ms), or behind busy runs, to die.
   void LiftCpuLimit();
   // SIGKILLs every process in the cgroup (cgroup.kill on v2 where present, else
   // repeated reads of cgroup.procs) and waits until it is empty (bounded, ~2 s).
