@@ -2,7 +2,7 @@
 
 Invoked inside the kernel sandbox as
 
-    /usr/bin/python3 -I -B /sandbox/airlock_runner.py /sandbox/config.json
+    /usr/bin/python3 -I -B -S /sandbox/airlock_runner.py /sandbox/config.json   (see complete_site)
 
 with only the standard library (numpy and matplotlib are used when present). The config is a
 JSON object written by the server:
@@ -999,7 +999,26 @@ class _Quitter:
         raise SystemExit(code)
 
 
+def complete_site():
+    """What `site` gives a program, minus .pth files and sitecustomize: the site-packages
+    directories on sys.path, help() and the copyright/credits/license builtins (exit and quit
+    come from the Runner). Processing a Debian host's .pth files and sitecustomize is most of
+    a python3 start-up (10+ ms of imports no cell needs), so the server starts the runner with
+    -S and the zygote without site; both call this first, so warm and cold runs see the same
+    sys.path and builtins."""
+    if not sys.flags.no_site:
+        return
+    import site
+
+    for d in site.getsitepackages():
+        if d not in sys.path and os.path.isdir(d):
+            sys.path.append(d)
+    site.setcopyright()
+    site.sethelper()
+
+
 def main(argv):
+    complete_site()
     if len(argv) != 2:
         sys.stderr.write("usage: airlock_runner.py CONFIG.json\n")
         return EXIT_RUNNER_FAILURE

@@ -46,6 +46,12 @@ bool ZygoteLife::Died(int wait_ms) const {
   return ::poll(&p, 1, wait_ms) > 0;
 }
 
+bool ZygoteLife::DiedOrDying(int wait_ms) const {
+  if (!pidfd) return false;
+  if (Died(0) || isolation::PidfdProcessExiting(pidfd.get())) return true;
+  return Died(wait_ms);
+}
+
 std::unique_ptr<Execution> Execution::Adopt(isolation::Launched run, const isolation::Spec& spec, RunOptions options,
                                             std::shared_ptr<const ZygoteLife> zygote) {
   std::unique_ptr<Execution> ex(new Execution());
@@ -250,7 +256,7 @@ RunResult Execution::Conclude(const isolation::ExitInfo& e, const isolation::Cgr
   if (result_.kill_reason == KillReason::kNone) {
     // The zygote dies first (its pid namespace then takes its runs with it);
     // a short wait covers being told in the other order.
-    if (e.init_killed && zygote_ && zygote_->Died(200)) {
+    if (e.init_killed && zygote_ && zygote_->DiedOrDying(200)) {
       result_.kill_reason = KillReason::kLost;
       result_.kill_detail = "the warm pool's zygote died during the run, which died with it; retry the request";
     } else if (st.oom_kills > 0) {

@@ -42,6 +42,10 @@ struct ZygoteLife {
   UniqueFd pidfd;  // the zygote process itself (readable once it has exited)
   // Whether the zygote has exited, waiting up to wait_ms for it to be so.
   bool Died(int wait_ms) const;
+  // The same, or it is exiting now: its runs die in its exit, before its pidfd
+  // is readable (tearing a large zygote down takes a while, much longer under
+  // ASan).
+  bool DiedOrDying(int wait_ms) const;
 };
 
 class Execution {

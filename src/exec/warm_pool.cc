@@ -82,15 +82,6 @@ std::string Join(const std::vector<std::string>& v) {
   return out;
 }
 
-StatusOr<pid_t> PidOfPidfd(int pidfd) {
-  ASSIGN_OR_RETURN(std::string info, ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd)));
-  size_t pos = info.find("\nPid:");
-  if (pos == std::string::npos) return Internal("no Pid: line in the fdinfo of a pidfd");
-  long pid = std::strtol(info.c_str() + pos + 5, nullptr, 10);
-  if (pid <= 0) return Internal("a warm run's pidfd names no process visible here");
-  return static_cast<pid_t>(pid);
-}
-
 bool Readable(int fd) {
   struct pollfd p = {fd, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;
@@ -356,7 +347,7 @@ struct WarmPool::Impl {
     slot.run.report = isolation::MakeIsolationReport(host, true);
     slot.run.report.mode = "warm";
     slot.zygote = z.state;
-    auto pid = PidOfPidfd(slot.run.pidfd.get());
+    auto pid = isolation::PidOfPidfd(slot.run.pidfd.get());
     if (!pid.ok()) {
       log::Error("warm pool " + p.profile.name + ": preparing a run failed: " + pid.status().ToString());
       p.next_spawn = Clock::now() + std::chrono::seconds(1);

@@ -41,6 +41,7 @@ import gc, sys, types
 _runner = types.ModuleType("airlock_runner")
 _runner.__file__ = "/sandbox/airlock_runner.py"
 exec(compile(_source, "/sandbox/airlock_runner.py", "exec"), _runner.__dict__)
+_runner.complete_site()
 _failed = _runner.zygote_preimport(_preimport)
 _warm_main = _runner.warm_main
 _rehearse = _runner.warm_rehearse
@@ -327,6 +328,7 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
   PyConfig config;
   PyConfig_InitIsolatedConfig(&config);  // like python3 -I: no PYTHON* variables, no user site
   config.write_bytecode = 0;             // -B
+  config.site_import = 0;                // -S: the runner's complete_site() instead, as on the cold path
   config.install_signal_handlers = 1;
   PyConfig_SetString(&config, &config.program_name, L"/usr/bin/python3");
   PyConfig_SetString(&config, &config.executable, L"/usr/bin/python3");

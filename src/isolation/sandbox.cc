@@ -14,6 +14,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
+#include <string>
 
 #include "base/fs.h"
 #include "base/log.h"
@@ -128,7 +130,7 @@ IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup) {
   r.cgroup_version = !have_cgroup ? "none" : host.cgroups.version == CgroupVersion::kV2 ? "v2" : "v1";
   auto add = [&](const char* name, bool on, std::string detail) { r.layers.push_back({name, on, std::move(detail)}); };
   add("user_namespace", true, "uid " + std::to_string(kSandboxUid) + " mapped to an unprivileged host uid");
-  add("pid_namespace", true, "the run is pid 1 of its own namespace; fresh /proc");
+  add("pid_namespace", true, "its own: init is pid 1 and ends every process left when the program (pid 2) ends; fresh /proc");
   add("mount_namespace", true, "tmpfs root, read-only system binds, pivot_root, old root detached");
   add("network_namespace", true, "no interfaces but a down loopback");
   add("ipc_namespace", true, "");
@@ -360,6 +362,32 @@ StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status) {
     info.signal = WTERMSIG(program_status);
   }
   return info;
+}
+
+StatusOr<pid_t> PidOfPidfd(int pidfd) {
+  ASSIGN_OR_RETURN(std::string info, ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd)));
+  size_t pos = info.find("\nPid:");
+  if (pos == std::string::npos) return Internal("no Pid: line in the fdinfo of a pidfd");
+  long pid = std::strtol(info.c_str() + pos + 5, nullptr, 10);
+  if (pid <= 0) return Internal("the pidfd's process is gone or not visible in this pid namespace");
+  return static_cast<pid_t>(pid);
+}
+
+bool PidfdProcessExiting(int pidfd) {
+  auto pid = PidOfPidfd(pidfd);
+  if (!pid.ok()) return false;
+  auto stat = ReadFile("/proc/" + std::to_string(*pid) + "/stat");
+  if (!stat.ok()) return false;
+  // "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold
+  // anything, the fields after its last ')' are fixed.
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream fields(stat->substr(close + 1));
+  std::string field;
+  for (int i = 0; i < 7 && (fields >> field); ++i) {
+  }
+  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
+  return !field.empty() && (std::strtoul(field.c_str(), nullptr, 10) & kPfExiting) != 0;
 }
 
 void KillRun(Launched& run) {

@@ -102,6 +102,15 @@ void KillRun(Launched& run);
 // a pidfd.
 void StartKillingRun(Launched& run);
 
+// The pid (in our pid namespace) of the process a pidfd refers to; an error
+// once it has been reaped or when it is not visible here.
+StatusOr<pid_t> PidOfPidfd(int pidfd);
+// Whether that process has started to exit (PF_EXITING): true from the moment
+// it handles its SIGKILL, while it still tears its address space down and, as
+// a pid namespace's init, waits for the rest of its namespace to die, all of
+// which comes before its pidfd is readable. False when unknown.
+bool PidfdProcessExiting(int pidfd);
+
 // The isolation report of a run on this host (what Launch() puts in Launched).
 IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup);
 

@@ -259,7 +259,8 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   }
 
   isolation::Spec& spec = plan->spec;
-  spec.argv = {"/usr/bin/python3", "-I", "-B", kRunnerPath, kConfigPath};
+  // -S: the runner completes what site would do (airlock_runner.complete_site).
+  spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", kRunnerPath, kConfigPath};
   spec.env = RunEnvironment();
   spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
   spec.files.push_back({kCodePath, req.code, 0444});

@@ -1,5 +1,5 @@
 """Tests of runtime/python/airlock_runner.py, run as the server runs it: a subprocess of
-/usr/bin/python3 -I -B with a config file and the result channel passed as an inherited fd.
+/usr/bin/python3 -I -B -S with a config file and the result channel passed as an inherited fd.
 
 Run: /usr/bin/python3 -m unittest discover -s tests/unit/runtime -v
 (AIRLOCK_SOURCE_DIR overrides where the runner is looked up; numpy/matplotlib/pandas parts skip
@@ -106,7 +106,7 @@ def run(code, pass_channel=True, merge_stderr=False, **config):
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": _shared,
                "MPLCONFIGDIR": os.path.join(_shared, "mpl")}
         proc = subprocess.run(
-            [PYTHON, "-I", "-B", str(RUNNER), cfg_path], cwd=tmp, env=env,
+            [PYTHON, "-I", "-B", "-S", str(RUNNER), cfg_path], cwd=tmp, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
             pass_fds=(result_file.fileno(),) if pass_channel else (), timeout=120)
         result_file.seek(0)
@@ -366,6 +366,31 @@ class ExitTest(unittest.TestCase):
         self.assertEqual(run("print('bye')\nraise SystemExit(0)\n").stdout, "bye\n")
 
 
+class SiteTest(unittest.TestCase):
+    """The runner starts with -S (no .pth files, no sitecustomize: most of a python3 start-up)
+    and completes what a program needs of site itself."""
+
+    def test_site_packages_help_and_builtins_without_site(self):
+        code = ("import builtins, site, sys\n"
+                "print(sys.flags.no_site)\n"
+                "print(sorted(d for d in site.getsitepackages() if d in sys.path) == "
+                "sorted(d for d in site.getsitepackages() if __import__('os').path.isdir(d)))\n"
+                "print(callable(help), 'Python Software Foundation' in str(copyright), "
+                "callable(credits), callable(license), callable(exit), callable(quit))\n"
+                "print('sitecustomize' in sys.modules)\n")
+        r = run(code)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.stdout, "1\nTrue\nTrue True True True True True\nFalse\n", r)
+
+    def test_dist_packages_import(self):
+        probe = subprocess.run([PYTHON, "-I", "-c", "import numpy"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("python3-numpy is not installed")
+        r = run("import numpy\nprint(numpy.__file__.startswith('/usr/lib/python3/dist-packages/'))\n")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.stdout, "True\n", r)
+
+
 class ImportAllowlistTest(unittest.TestCase):
     def assertBlocked(self, code, module="os", **config):
         config.setdefault("allowed_imports", ["math", "json"])
@@ -578,7 +603,7 @@ class ChannelTest(unittest.TestCase):
                 f.write("'y' * 300000\n")
             with open(os.path.join(tmp, "config.json"), "w") as f:
                 json.dump({"code_path": os.path.join(tmp, "main.py"), "result_fd": write_fd}, f)
-            proc = subprocess.run([PYTHON, "-I", "-B", str(RUNNER), "config.json"], cwd=tmp,
+            proc = subprocess.run([PYTHON, "-I", "-B", "-S", str(RUNNER), "config.json"], cwd=tmp,
                                   pass_fds=(write_fd,), capture_output=True, timeout=60)
         os.close(write_fd)
         reader.join(timeout=60)

@@ -1,0 +1,86 @@
+// PidOfPidfd and PidfdProcessExiting on real processes.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "base/unique_fd.h"
+#include "isolation/sandbox.h"
+
+namespace airlock::isolation {
+namespace {
+
+// A child that touches `bytes` of memory (so that tearing it down takes a
+// while), then waits to be killed.
+pid_t SpawnHolding(size_t bytes) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) std::memset(p, 1, bytes);
+    for (;;) ::pause();
+  }
+  return pid;
+}
+
+bool Readable(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+TEST(PidfdTest, PidOfALiveChildThenAnError) {
+  pid_t pid = SpawnHolding(0);
+  ASSERT_GT(pid, 0);
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  ASSERT_TRUE(pidfd) << strerror(errno);
+  auto got = PidOfPidfd(pidfd.get());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, pid);
+  EXPECT_FALSE(PidfdProcessExiting(pidfd.get()));  // alive, paused
+  ::kill(pid, SIGKILL);
+  int st;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_FALSE(PidOfPidfd(pidfd.get()).ok());  // reaped: "Pid: -1"
+  EXPECT_FALSE(PidfdProcessExiting(pidfd.get()));
+  EXPECT_FALSE(PidfdProcessExiting(-1));
+}
+
+TEST(PidfdTest, ExitingIsSeenWhileTheAddressSpaceIsTornDown) {
+  // Killed, a child holding 1 GiB takes tens of milliseconds to exit: from
+  // when it handles SIGKILL until its pidfd is readable, it is "exiting".
+  bool seen = false;
+  for (size_t bytes : {size_t{1} << 30, size_t{3} << 30}) {
+    pid_t pid = SpawnHolding(bytes);
+    ASSERT_GT(pid, 0);
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    ASSERT_TRUE(pidfd);
+    // Until it has touched its memory its RSS grows; wait for that.
+    for (int i = 0; i < 500; ++i) {
+      char path[64];
+      snprintf(path, sizeof path, "/proc/%d/statm", pid);
+      FILE* f = fopen(path, "r");
+      long size = 0, rss = 0;
+      if (f) {
+        if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = 0;
+        fclose(f);
+      }
+      if (static_cast<size_t>(rss) * 4096 >= bytes) break;
+      ::usleep(10000);
+    }
+    ::kill(pid, SIGKILL);
+    while (!Readable(pidfd.get())) {
+      if (PidfdProcessExiting(pidfd.get())) seen = true;
+    }
+    int st;
+    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    if (seen) break;
+  }
+  EXPECT_TRUE(seen) << "never saw PF_EXITING between SIGKILL and the pidfd becoming readable";
+}
+
+}  // namespace
+}  // namespace airlock::isolation
