@@ -46,9 +46,11 @@ max_rss_kb is the peak resident memory of this process or of any child it waited
 run's program closes every fd right after the end event and exits; the server may answer from
 the end event once stdout, stderr and the channel are all at end of file, without waiting for
 the process to be torn down. If the process dies without the end event (os._exit in user code,
-a kill), the server must go by the process status. Caps: the main result is budgeted first (shrunk to text/plain, then cut, if
-it alone exceeds max_result_bytes), then display results in order until max_results or the byte
-budget is used up. Error value and traceback are cut at 64 KiB each.
+a kill), the server must go by the process status.
+
+Caps: the main result is budgeted first (shrunk to text/plain, then cut, if it alone exceeds
+max_result_bytes), then display results in order until max_results or the byte budget is used
+up. Error value and traceback are cut at 64 KiB each.
 
 What this is not: a security boundary. The kernel sandbox (namespaces, Landlock, seccomp,
 limits) is the boundary; this file is policy and early feedback:

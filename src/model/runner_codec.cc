@@ -123,7 +123,9 @@ std::optional<ProgramEnd> ParseProgramEnd(std::string_view channel, bool channel
   ProgramEnd end;
   end.exit_code = static_cast<int>(code->get<int64_t>() & 0xFF);
   auto peak = ev.find("max_rss_kb");
-  if (peak != ev.end() && peak->is_number_unsigned()) end.max_rss_kb = peak->get<int64_t>();
+  if (peak != ev.end() && peak->is_number_unsigned() && peak->get<uint64_t>() <= (uint64_t{1} << 40)) {
+    end.max_rss_kb = static_cast<int64_t>(peak->get<uint64_t>());  // up to 1 PiB: anything more is not a peak
+  }
   return end;
 }
 

@@ -189,6 +189,9 @@ TEST(ProgramEnd, OnlyAnEndEventAsTheLastWholeLine) {
   end = ParseProgramEnd("{\"type\":\"end\",\"exit_code\":0}\n", false);
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->max_rss_kb, 0);  // not said: unknown
+  EXPECT_EQ(ParseProgramEnd("{\"type\":\"end\",\"exit_code\":0,\"max_rss_kb\":18446744073709551615}\n", false)
+                ->max_rss_kb,
+            0);  // not a peak anyone has
   // As the process status would say it: the low 8 bits.
   EXPECT_EQ(ParseProgramEnd("{\"type\":\"end\",\"exit_code\":300}\n", false)->exit_code, 44);
   EXPECT_EQ(ParseProgramEnd("{\"type\":\"end\",\"exit_code\":-1}\n", false)->exit_code, 255);
