@@ -289,7 +289,10 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     // init), so the channel holds all there is: read it to EOF.
     if (chan_open_) chan_open_ = channel_.ReadFrom(fd_[kChan]);
     chan_.release();
-    if (end) return Complete(ex_->FinishOnEnd(end->exit_code, end->max_rss_kb));
+    if (end) {
+      log::Debug(plan_->request_id + ": answered from the runner's end event");
+      return Complete(ex_->FinishOnEnd(end->exit_code, end->max_rss_kb));
+    }
     if (ex_->adopted()) {
       // Nothing to wait for (its zygote reaps it): finish on this thread.
       exec::RunResult result = ex_->Finish();

@@ -64,6 +64,10 @@ std::unique_ptr<Execution> Execution::Adopt(isolation::Launched run, const isola
   ex->run_.adopted = true;
   ex->zygote_ = std::move(zygote);
   if (ex->run_.cgroup) ex->cpu_baseline_ns_ = ex->run_.cgroup->ReadCpuUsageNs();
+  // The program is init's only child at the hand-off (it has not run any code).
+  if (auto children = isolation::ChildrenOf(ex->run_.pid); children.ok() && children->size() == 1) {
+    ex->program_pid_ = children->front();
+  }
   ex->result_.isolation = ex->run_.report;
   return ex;
 }
@@ -223,6 +227,25 @@ RunResult Execution::Finish() {
     return result_;
   }
   return Conclude(*exit, st);
+}
+
+bool Execution::CanFinishOnEnd() const {
+  if (!run_.adopted || exited_ || finished_ || !out_eof_ || !err_eof_ || result_.kill_reason != KillReason::kNone) {
+    return false;
+  }
+  // Nothing of the run may be left but init and the program. Every other
+  // process is a descendant of the program (its children, alive or not yet
+  // reaped, are charged to the cgroup) or, once orphaned, a child of init
+  // (listed there until it is fully released).
+  if (!run_.cgroup || program_pid_ <= 0) return false;  // cannot tell: wait for init's report
+  int64_t tasks = run_.cgroup->ReadTaskCount();
+  if (tasks < 0 || tasks > 2) return false;
+  auto children = isolation::ChildrenOf(run_.pid);
+  if (!children.ok()) return false;
+  for (pid_t child : *children) {
+    if (child != program_pid_) return false;
+  }
+  return true;
 }
 
 RunResult Execution::FinishOnEnd(int exit_code, int64_t max_rss_kb) {

@@ -80,10 +80,14 @@ class Execution {
   // when the Execution is destroyed (a server does that after replying).
   RunResult Finish();
   // Whether FinishOnEnd may be called: an adopted run, still going for all we
-  // know, not being killed, stdout and stderr at end of file.
-  bool CanFinishOnEnd() const {
-    return run_.adopted && !exited_ && !finished_ && out_eof_ && err_eof_ && result_.kill_reason == KillReason::kNone;
-  }
+  // know, not being killed, stdout and stderr at end of file, and nothing of
+  // it left but its init and the program: no other task in its cgroup
+  // (pids.current <= 2: a child, a thread or a zombie not yet reaped counts)
+  // and no child of init but the program (orphans). Otherwise the run ends on
+  // its init's report, after init has killed and reaped the rest, so that no
+  // process of the run outlives the answer (children killed when the program
+  // exits close its stdout before they are reaped).
+  bool CanFinishOnEnd() const;
   // When CanFinishOnEnd() and the program said it ended (the runner's end
   // event, model::ParseProgramEnd, with the channel at end of file too): the
   // result now, without waiting for the program's teardown (milliseconds for a
@@ -105,6 +109,7 @@ class Execution {
   isolation::Spec spec_;
   std::shared_ptr<const ZygoteLife> zygote_;
   uint64_t cpu_baseline_ns_ = 0;  // CPU the cgroup had used before the hand-off
+  pid_t program_pid_ = 0;         // an adopted run's program (init's only child at the hand-off)
   RunOptions options_;
   Clock::time_point start_, deadline_, next_stats_;
   bool exited_ = false;

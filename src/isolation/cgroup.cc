@@ -13,6 +13,7 @@
 #include <cstring>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -655,6 +656,15 @@ Status RunCgroup::ChangeLimits(const Limits& from, const Limits& to) {
     }
   }
   return Status::Ok();
+}
+
+int64_t RunCgroup::ReadTaskCount() const {
+  if (pids_dir_.empty() || fake_tree_) return -1;
+  std::string buf;
+  if (ReadControl(pids_dir_ + "/pids.current", &buf) != 0) return -1;
+  char* end = nullptr;
+  long long n = std::strtoll(buf.c_str(), &end, 10);
+  return end == buf.c_str() || n < 0 ? -1 : n;
 }
 
 void RunCgroup::LiftCpuLimit() {

@@ -89,6 +89,9 @@ class RunCgroup {
   CgroupStats ReadStats() const;
   // cpu_usage_ns alone (one file instead of ReadStats' five).
   uint64_t ReadCpuUsageNs() const;
+  // pids.current: every task charged to the cgroup (threads, and processes
+  // until they are reaped, zombies included). -1 when it cannot be read.
+  int64_t ReadTaskCount() const;
   // Removes the CPU bandwidth limit and gives the largest CPU weight (best
   // effort): a run that is being killed must not wait for its quota's next
   // period (up to 100 ms), or behind busy runs, to die.

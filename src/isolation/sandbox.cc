@@ -364,6 +364,17 @@ StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status) {
   return info;
 }
 
+StatusOr<std::vector<pid_t>> ChildrenOf(pid_t pid) {
+  if (pid <= 0) return InvalidArgument("ChildrenOf: pid " + std::to_string(pid) + " is not a process");
+  const std::string id = std::to_string(pid);
+  ASSIGN_OR_RETURN(std::string text, ReadFile("/proc/" + id + "/task/" + id + "/children"));
+  std::vector<pid_t> out;
+  std::istringstream in(text);
+  long child;
+  while (in >> child) out.push_back(static_cast<pid_t>(child));
+  return out;
+}
+
 StatusOr<pid_t> PidOfPidfd(int pidfd) {
   ASSIGN_OR_RETURN(std::string info, ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd)));
   size_t pos = info.find("\nPid:");

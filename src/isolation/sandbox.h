@@ -102,6 +102,9 @@ void KillRun(Launched& run);
 // a pidfd.
 void StartKillingRun(Launched& run);
 
+// The children of process `pid` (its main thread's: /proc/PID/task/PID/children),
+// zombies included until they are fully released.
+StatusOr<std::vector<pid_t>> ChildrenOf(pid_t pid);
 // The pid (in our pid namespace) of the process a pidfd refers to; an error
 // once it has been reaped or when it is not visible here.
 StatusOr<pid_t> PidOfPidfd(int pidfd);

@@ -592,10 +592,11 @@ class TestHostView(RunCase):
 # -- answering from the runner's end event -------------------------------------------------------
 
 FORGED_END = """
-import os, stat, subprocess, time
-child = subprocess.Popen(['/bin/sleep', '{marker}'], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-print('CHILD', child.pid, flush=True)
+import ctypes, os, stat, time
+{child}
+# A name the host can find this process by (prctl PR_SET_NAME: /proc/self/comm).
+ctypes.CDLL(None).prctl(15, b'{marker}', 0, 0, 0)
+print('FORGING', flush=True)
 # The runner keeps its result channel on a high fd: the first pipe past stderr that takes a write.
 for fd in range(3, 1024):
     try:
@@ -608,37 +609,54 @@ os.closerange(0, 1024)
 time.sleep(60)
 """
 
+CHILD = """
+import subprocess
+subprocess.Popen(['/bin/sleep', '600'], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+"""
+
 
 class TestEarlyAnswer(RunCase):
     """A warm run's answer is made from the runner's end event once stdout, stderr and the result
-    channel are all at end of file, before the run is torn down. User code can forge that: it
-    then only misreports its own run, and nothing of the run outlives the answer."""
+    channel are all at end of file and no process but the run's init and its program is left,
+    before the run is torn down. User code can forge that event: it then only misreports its own
+    run, and nothing of the run lives on after the answer."""
 
-    def test_a_forged_end_event_does_not_let_the_run_outlive_its_answer(self):
-        marker = f"{400 + secrets.randbelow(500)}.{secrets.randbelow(10**6):06d}"
+    def forge(self, with_child):
+        marker = "fe" + secrets.token_hex(6)  # 14 characters: a whole comm
         timeout = 4
         t0 = time.monotonic()
-        body = self.run_code(FORGED_END.format(marker=marker), timeout=timeout, expect_exit=None)
+        body = self.run_code(FORGED_END.format(marker=marker, child=CHILD if with_child else ""),
+                             timeout=timeout, expect_exit=None)
         elapsed = time.monotonic() - t0
-        self.assertRegex(body["stdout"], r"^CHILD \d+\n$", body)
+        self.assertEqual(body["stdout"], "FORGING\n", body)
+        deadline = time.monotonic() + 5
+        while True:
+            alive = [p for p, info in host_processes().items() if info["comm"] == marker]
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual(alive, [], "a process of the run lived on 5 s after its answer")
+        # And the server carries on: the next run of the profile is answered as usual.
+        self.assertEqual(self.run_code("print(6 * 7)")["stdout"], "42\n")
+        return body, elapsed, timeout
+
+    def test_a_forged_end_event_only_misreports_its_own_run(self):
+        body, elapsed, timeout = self.forge(with_child=False)
         if body["isolation"]["mode"] == "warm":
-            # Answered from the (forged) end event, long before the timeout.
+            # Answered from the (forged) end event, long before the timeout; then killed.
             self.assertEqual(body["exit_code"], 7, body)
             self.assertIsNone(body["kill_reason"], body)
             self.assertLess(elapsed, timeout - 1, body)
         else:
             # A cold run is answered when it ends: here, by its timeout.
             self.assertEqual(body["kill_reason"], "timeout", body)
-        needle = marker.encode()
-        deadline = time.monotonic() + 5
-        while True:
-            alive = [p for p, info in host_processes().items() if needle in info["cmdline"]]
-            if not alive or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        self.assertEqual(alive, [], "a process of the run outlived its answer by 5 s")
-        # And the server carries on: the next run of the profile is answered as usual.
-        self.assertEqual(self.run_code("print(6 * 7)")["stdout"], "42\n")
+
+    def test_a_forged_end_event_with_a_child_left_waits_for_the_run_to_end(self):
+        # A child of the program is still there: the answer waits for the run's end (its
+        # timeout), so that no process of the run outlives it.
+        body, _, _ = self.forge(with_child=True)
+        self.assertEqual(body["kill_reason"], "timeout", body)
 
 
 def warm_only():
