@@ -180,6 +180,15 @@ struct WarmPool::Impl {
     return Status::Ok();
   }
 
+  // A run that could not be prepared: said, discarded, and the pool waits a
+  // second before it asks its zygote for another.
+  void PreparingFailed(Pool& p, Slot& slot, const Status& why) {
+    log::Error("warm pool " + p.profile.name + ": preparing a run failed: " + why.ToString());
+    SetDetail(p, why.ToString());
+    p.next_spawn = Clock::now() + std::chrono::seconds(1);
+    Discard(slot);
+  }
+
   // Adoptions the adopters finished: to pending (or discarded).
   void CollectAdopted() {
     std::vector<Adoption> done;
@@ -191,10 +200,7 @@ struct WarmPool::Impl {
       Pool& p = *a.pool;
       --p.adopting;
       if (!a.status.ok()) {
-        log::Error("warm pool " + p.profile.name + ": preparing a run failed: " + a.status.ToString());
-        SetDetail(p, a.status.ToString());
-        p.next_spawn = Clock::now() + std::chrono::seconds(1);
-        Discard(a.slot);
+        PreparingFailed(p, a.slot, a.status);
         continue;
       }
       if (a.slot.zygote->Died(0)) {  // its zygote went meanwhile: so did it
@@ -348,12 +354,7 @@ struct WarmPool::Impl {
     slot.run.report.mode = "warm";
     slot.zygote = z.state;
     auto pid = isolation::PidOfPidfd(slot.run.pidfd.get());
-    if (!pid.ok()) {
-      log::Error("warm pool " + p.profile.name + ": preparing a run failed: " + pid.status().ToString());
-      p.next_spawn = Clock::now() + std::chrono::seconds(1);
-      Discard(slot);
-      return;
-    }
+    if (!pid.ok()) return PreparingFailed(p, slot, pid.status());
     slot.run.pid = *pid;
     ++p.adopting;
     {
@@ -372,6 +373,10 @@ struct WarmPool::Impl {
     if (n == 1 && first == isolation::kWarmReady) {
       p.backoff_ms = 500;
       p.refills++;
+      // Read here, off the request's path: Execution::CanFinishOnEnd needs it.
+      if (auto children = isolation::ChildrenOf(slot.run.pid); children.ok() && children->size() == 1) {
+        slot.run.program_pid = children->front();
+      }
       {
         std::lock_guard<std::mutex> lock(mu);
         p.ready.push_back(std::move(slot));
