@@ -276,9 +276,12 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     // program's teardown and its init's report (~2 ms for `print(1)`).
     std::optional<model::ProgramEnd> end;
     if (!ex_->Exited()) {
-      if (chan_open_ || !ex_->CanFinishOnEnd()) return;
+      if (chan_open_) return;
       end = model::ParseProgramEnd(channel_.data(), channel_.truncated());
-      if (!end) return;  // closed without a word: the init's report will say
+      // Closed without a word, or not only init and the program left: the
+      // init's report will say (CanFinishOnEnd reads the cgroup and /proc,
+      // so it comes last).
+      if (!end || !ex_->CanFinishOnEnd()) return;
     }
     finishing_ = true;
     timer_.cancel();
@@ -289,10 +292,7 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     // init), so the channel holds all there is: read it to EOF.
     if (chan_open_) chan_open_ = channel_.ReadFrom(fd_[kChan]);
     chan_.release();
-    if (end) {
-      log::Debug(plan_->request_id + ": answered from the runner's end event");
-      return Complete(ex_->FinishOnEnd(end->exit_code, end->max_rss_kb));
-    }
+    if (end) return Complete(ex_->FinishOnEnd(end->exit_code, end->max_rss_kb));
     if (ex_->adopted()) {
       // Nothing to wait for (its zygote reaps it): finish on this thread.
       exec::RunResult result = ex_->Finish();

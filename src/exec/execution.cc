@@ -25,6 +25,15 @@ std::string FormatSeconds(double s) {
   return buf;
 }
 
+// Waits (up to 2 s) until the run's init is gone: it exits last, once the
+// kernel has emptied its pid namespace.
+void WaitForInit(const isolation::Launched& run) {
+  if (!run.pidfd) return;
+  struct pollfd p = {run.pidfd.get(), POLLIN, 0};
+  while (::poll(&p, 1, 2000) < 0 && errno == EINTR) {
+  }
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Execution>> Execution::Start(const isolation::HostSetup& host,
@@ -64,10 +73,6 @@ std::unique_ptr<Execution> Execution::Adopt(isolation::Launched run, const isola
   ex->run_.adopted = true;
   ex->zygote_ = std::move(zygote);
   if (ex->run_.cgroup) ex->cpu_baseline_ns_ = ex->run_.cgroup->ReadCpuUsageNs();
-  // The program is init's only child at the hand-off (it has not run any code).
-  if (auto children = isolation::ChildrenOf(ex->run_.pid); children.ok() && children->size() == 1) {
-    ex->program_pid_ = children->front();
-  }
   ex->result_.isolation = ex->run_.report;
   return ex;
 }
@@ -80,11 +85,7 @@ Execution::~Execution() {
     // is gone: it goes last (the kernel empties its pid namespace first), so
     // the cgroup is empty then and its removal below needs no polling.
     if (kill && run_.pidfd) ::syscall(SYS_pidfd_send_signal, run_.pidfd.get(), SIGKILL, nullptr, 0);
-    if (run_.pidfd) {
-      struct pollfd p = {run_.pidfd.get(), POLLIN, 0};
-      while (::poll(&p, 1, 2000) < 0 && errno == EINTR) {
-      }
-    }
+    WaitForInit(run_);
     return;  // the cgroup's destructor kills whatever is left (nothing) and removes it
   }
   if (kill) {
@@ -199,13 +200,11 @@ int Execution::OnTick() {
 RunResult Execution::Finish() {
   if (finished_) return result_;
   finished_ = true;
-  if (run_.adopted && result_.kill_reason != KillReason::kNone && run_.pidfd) {
+  if (run_.adopted && result_.kill_reason != KillReason::kNone) {
     // We killed its init: its status pipe ended when init's fds were closed,
     // a moment before the kernel emptied its pid namespace. Answer once init
     // is gone (it goes last), so no process of the run outlives the answer.
-    struct pollfd p = {run_.pidfd.get(), POLLIN, 0};
-    while (::poll(&p, 1, 2000) < 0 && errno == EINTR) {
-    }
+    WaitForInit(run_);
   }
   auto exit = isolation::Reap(run_);
   // Every process of the run is gone once init is reaped (the kernel tears the
@@ -237,13 +236,13 @@ bool Execution::CanFinishOnEnd() const {
   // process is a descendant of the program (its children, alive or not yet
   // reaped, are charged to the cgroup) or, once orphaned, a child of init
   // (listed there until it is fully released).
-  if (!run_.cgroup || program_pid_ <= 0) return false;  // cannot tell: wait for init's report
+  if (!run_.cgroup || run_.program_pid <= 0) return false;  // cannot tell: wait for init's report
   int64_t tasks = run_.cgroup->ReadTaskCount();
   if (tasks < 0 || tasks > 2) return false;
   auto children = isolation::ChildrenOf(run_.pid);
   if (!children.ok()) return false;
   for (pid_t child : *children) {
-    if (child != program_pid_) return false;
+    if (child != run_.program_pid) return false;
   }
   return true;
 }

@@ -109,7 +109,6 @@ class Execution {
   isolation::Spec spec_;
   std::shared_ptr<const ZygoteLife> zygote_;
   uint64_t cpu_baseline_ns_ = 0;  // CPU the cgroup had used before the hand-off
-  pid_t program_pid_ = 0;         // an adopted run's program (init's only child at the hand-off)
   RunOptions options_;
   Clock::time_point start_, deadline_, next_stats_;
   bool exited_ = false;

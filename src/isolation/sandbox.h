@@ -69,6 +69,7 @@ struct Launched {
   UniqueFd stdout_fd;     // non-blocking read ends
   UniqueFd stderr_fd;
   UniqueFd status_fd;     // init writes the program's wait status here
+  pid_t program_pid = -1; // adopted: the program (init's only child when it said it was ready); -1 unknown
   std::unique_ptr<RunCgroup> cgroup;  // null when running without cgroups (degraded)
   IsolationReport report;
 };
