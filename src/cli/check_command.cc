@@ -55,11 +55,11 @@ int CheckCommand(const CheckFlags& flags) {
     }
     std::cout << "]\n";
   } else {
-    std::printf("%-20s %-9s %s\n", "layer", "status", "detail");
+    std::printf("%-28s %-9s %s\n", "layer", "status", "detail");
     for (const auto& it : items) {
       const char* status = it.ok ? "ok" : it.required ? "MISSING" : "degraded";
-      if (it.name == "running as root") status = it.ok ? "info" : "info";
-      std::printf("%-20s %-9s %s\n", it.name.c_str(), status, it.detail.c_str());
+      if (it.name == "running as root" || it.name.rfind("foreign ABI", 0) == 0) status = "info";
+      std::printf("%-28s %-9s %s\n", it.name.c_str(), status, it.detail.c_str());
     }
     std::printf("\n%s\n", fit ? "This host can run airlock sandboxes with every required layer."
                               : "This host is missing a required layer (see above): airlock will refuse to run.");

@@ -1,8 +1,10 @@
 #include "isolation/host_probe.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,7 +31,70 @@ int TryClone(int flags) {
 
 std::string ErrText(int err) { return std::string("failed: ") + std::strerror(err); }
 
+// Forks a child that calls `call` and reports through its exit status: 0 when
+// the call returned a pid, 1 when it returned an error (errno in the pipe),
+// killed by a signal when the host refused the entry itself.
+ForeignAbi TryAbi(const char* name, long (*call)()) {
+  ForeignAbi abi{name, false, ""};
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    abi.detail = "could not probe: " + ErrText(errno);
+    return abi;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    struct rlimit no_core = {0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);  // a refused entry must not leave a core file
+    long r = call();
+    int err = r < 0 && r > -4096 ? static_cast<int>(-r) : 0;
+    ssize_t unused = ::write(p[1], &err, sizeof err);
+    (void)unused;
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  int err = 0;
+  bool got = pid > 0 && ::read(p[0], &err, sizeof err) == sizeof err;
+  ::close(p[0]);
+  int st = 0;
+  if (pid > 0) ::waitpid(pid, &st, 0);
+  if (pid < 0) {
+    abi.detail = "could not probe: " + ErrText(errno);
+  } else if (WIFSIGNALED(st)) {
+    abi.detail = std::string("refused by this host (a probe dies of ") + sigabbrev_np(WTERMSIG(st)) +
+                 " outside any sandbox); a run dies the same way";
+  } else if (got && err == ENOSYS) {
+    abi.detail = "not built into this kernel (ENOSYS); seccomp kills a run that tries it (SIGSYS)";
+  } else if (got && err != 0) {
+    abi.detail = std::string("refused by this host with ") + strerrorname_np(err) +
+                 " (outside any sandbox); seccomp kills a run that tries it (SIGSYS)";
+  } else if (got) {
+    abi.enterable = true;
+    abi.detail = "enterable on this host; seccomp kills a run that tries it (SIGSYS)";
+  } else {
+    abi.detail = "could not probe (the child said nothing)";
+  }
+  return abi;
+}
+
+#if defined(__x86_64__)
+long I386Getpid() {
+  long ret;
+  // int $0x80 enters the i386 ABI; 20 is its getpid.
+  __asm__ volatile("int $0x80" : "=a"(ret) : "0"(20L) : "memory", "r8", "r9", "r10", "r11");
+  return ret;
+}
+long X32Getpid() { return ::syscall(0x40000000L | SYS_getpid); }
+#endif
+
 }  // namespace
+
+std::vector<ForeignAbi> ProbeForeignAbis() {
+#if defined(__x86_64__)
+  return {TryAbi("i386 (int $0x80)", I386Getpid), TryAbi("x32", X32Getpid)};
+#else
+  return {};
+#endif
+}
 
 std::vector<ProbeItem> ProbeHost(uint32_t degradable) {
   std::vector<ProbeItem> items;
@@ -93,6 +158,10 @@ std::vector<ProbeItem> ProbeHost(uint32_t degradable) {
     cg_detail = cg->why_not + (cg_degradable ? "" : "; or allow rlimits alone with --allow-degraded=cgroup");
   }
   items.push_back({"cgroup limits", cg_ok, !cg_degradable, cg_detail});
+
+  for (const ForeignAbi& foreign : ProbeForeignAbis()) {
+    items.push_back({"foreign ABI " + foreign.name, true, false, foreign.detail});
+  }
   return items;
 }
 
