@@ -7,9 +7,12 @@ int HttpStatus(model::ErrorKind kind) {
     case model::ErrorKind::kBadRequest: return 400;
     case model::ErrorKind::kPolicy: return 400;
     case model::ErrorKind::kUnauthorized: return 401;
+    case model::ErrorKind::kForbidden: return 403;
     case model::ErrorKind::kNotFound: return 404;
     case model::ErrorKind::kMethodNotAllowed: return 405;
     case model::ErrorKind::kPayloadTooLarge: return 413;
+    case model::ErrorKind::kUnsupportedMediaType: return 415;
+    case model::ErrorKind::kMisdirected: return 421;
     case model::ErrorKind::kUnprocessable: return 422;
     case model::ErrorKind::kTooManyRequests: return 429;
     case model::ErrorKind::kInternal: return 500;
@@ -22,6 +25,8 @@ const char* Verdict(model::ErrorKind kind) {
   switch (kind) {
     case model::ErrorKind::kPolicy: return "rejected";
     case model::ErrorKind::kUnauthorized: return "unauthorized";
+    case model::ErrorKind::kForbidden:
+    case model::ErrorKind::kMisdirected: return "refused";
     case model::ErrorKind::kTooManyRequests: return "overloaded";
     case model::ErrorKind::kInternal: return "error";
     case model::ErrorKind::kUnavailable: return "unavailable";
@@ -29,6 +34,7 @@ const char* Verdict(model::ErrorKind kind) {
     case model::ErrorKind::kNotFound:
     case model::ErrorKind::kMethodNotAllowed:
     case model::ErrorKind::kPayloadTooLarge:
+    case model::ErrorKind::kUnsupportedMediaType:
     case model::ErrorKind::kUnprocessable: return "invalid";
   }
   return "error";

@@ -2,6 +2,8 @@
 //   200 every run that started (runtime errors, timeouts, OOM kills included)
 //   400 empty code; policy rejection {"error","violations"}
 //   401 auth on and the token missing or wrong
+//   403 a web origin that may not call; 415 a body not declared JSON;
+//   421 a Host header that does not name this server (api/request_gate.h)
 //   404 unknown route or profile name in the path; 405 wrong method
 //   413 body or code over the cap
 //   422 malformed request: bad JSON, wrong types, timeout out of range, unknown profile

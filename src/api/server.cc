@@ -4,6 +4,9 @@
 
 #include "api/server.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 
 #include "api/error_mapping.h"
 #include "api/metrics.h"
+#include "api/request_gate.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "model/execute.h"
@@ -60,6 +64,9 @@ const char* RejectReason(model::ErrorKind kind) {
     case model::ErrorKind::kTooManyRequests: return "overloaded";
     case model::ErrorKind::kUnauthorized: return "unauthorized";
     case model::ErrorKind::kUnavailable: return "unavailable";
+    case model::ErrorKind::kMisdirected: return "host";
+    case model::ErrorKind::kForbidden: return "origin";
+    case model::ErrorKind::kUnsupportedMediaType: return "media_type";
     default: return "invalid";
   }
 }
@@ -89,6 +96,7 @@ struct Server::Impl {
   ServerOptions opt;
   const service::Service& svc;
   Authenticator auth;
+  RequestGate gate;  // made in Run(), once the listen address is bound
   std::unique_ptr<AuditLog> audit;
   Metrics metrics;
 
@@ -380,6 +388,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::unique_ptr<service::Plan> plan;
     std::shared_ptr<RunDriver> driver;
     bool client_gone = false;
+    std::string origin;  // the Origin header ("" when absent)
   };
 
   void ReadHeader(double timeout_s) {
@@ -394,6 +403,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnHeader(const error_code& ec) {
     if (ec) return OnReadError(ec);
+    BeginRequest();
+    // Everything that can refuse a request on its headers alone does so here:
+    // before the body is read and before "100 Continue" invites it.
+    if (!ScreenHeaders()) return;
     auto expect = parser_->get()[http::field::expect];
     if (beast::iequals(expect, "100-continue") && !parser_->is_done()) {
       static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -416,7 +429,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnReadError(const error_code& ec) {
     if (ec == http::error::body_limit) {
-      BeginRequest();
+      if (state_ == State::kReading) BeginRequest();
       req_.keep_alive = false;
       FinishError({model::ErrorKind::kPayloadTooLarge,
                    "request body is larger than " + std::to_string(s_.opt.max_body_bytes) + " bytes",
@@ -429,7 +442,7 @@ class Session : public std::enable_shared_from_this<Session> {
         ec == net::error::operation_aborted || ec == net::error::connection_reset || !parser_->got_some()) {
       return Close();
     }
-    BeginRequest();
+    if (state_ == State::kReading) BeginRequest();
     req_.keep_alive = false;
     Send(400, model::ErrorToJson({model::ErrorKind::kBadRequest, "malformed HTTP request: " + ec.message(), ""}, ""),
          "application/json", {});
@@ -438,7 +451,6 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRead(const error_code& ec) {
     if (ec) return OnReadError(ec);
     stream_.expires_never();
-    BeginRequest();
     Handle();
   }
 
@@ -465,12 +477,14 @@ class Session : public std::enable_shared_from_this<Session> {
     } else {
       req_.route = "other";
     }
+    req_.origin = ToString(h[http::field::origin]).substr(0, 512);
     model::AuditRecord& a = req_.audit;
     a.request_id = req_.id;
     a.route = path_.size() > 256 ? path_.substr(0, 256) : path_;
     a.client_address = remote_;
   }
 
+  bool ScreenHeaders();
   void Handle();
   void HandleExecute();
   void OnPrepared(service::Prepared p);
@@ -505,6 +519,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::content_type, content_type);
     res->set(http::field::cache_control, "no-store");
     res->set("X-Request-Id", req_.id);
+    for (const auto& [k, v] : s_.gate.CorsHeaders(req_.origin)) res->set(k, v);
     for (const auto& [k, v] : headers) res->set(k, v);
     if (s_.draining) req_.keep_alive = false;
     res->keep_alive(req_.keep_alive);
@@ -565,23 +580,56 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t watch_gen_ = 0;
 };
 
-void Session::Handle() {
+// The probes stay open to anyone (a kubelet sends its own Host); every other
+// route passes the browser rules and, when tokens are configured, auth, on
+// the headers alone. A refusal is answered at once and the connection closed
+// after it, so a refused body is never read (only discarded, bounded).
+bool Session::ScreenHeaders() {
   const auto& h = parser_->get();
-  // Authentication: every route but the probes.
-  if (s_.auth.enabled() && path_ != "/healthz" && path_ != "/readyz") {
+  if (path_ == "/healthz" || path_ == "/readyz") return true;
+  const bool has_body = !parser_->is_done();
+  auto refuse = [&](const model::ApiError& e, const char* verdict) {
+    s_.metrics.CountRejected(RejectReason(e.kind));
+    req_.audit.error = e.message;
+    if (has_body) req_.keep_alive = false;
+    ErrorReply r = MakeErrorReply(e, {}, req_.compat, req_.id);
+    if (req_.execute || e.kind == model::ErrorKind::kUnauthorized) Audit(verdict, r.status);
+    Send(r.status, r.body, "application/json", r.headers);
+    return false;
+  };
+  const http::verb method = h.method();
+  if (auto refusal = s_.gate.Check(ToString(h.method_string()), ToString(h[http::field::host]), req_.origin,
+                                   ToString(h[http::field::content_type]),
+                                   /*json_body=*/method == http::verb::post)) {
+    model::ErrorKind kind = refusal->status == 421   ? model::ErrorKind::kMisdirected
+                            : refusal->status == 415 ? model::ErrorKind::kUnsupportedMediaType
+                                                     : model::ErrorKind::kForbidden;
+    return refuse({kind, refusal->message, ""}, Verdict(kind));
+  }
+  // A CORS preflight carries no credentials: answer it before auth.
+  if (method == http::verb::options) return true;
+  if (s_.auth.enabled()) {
     auto name = s_.auth.Check(ToString(h[http::field::authorization]), ToString(h["X-API-Key"]));
     if (!name) {
-      s_.metrics.CountRejected("unauthorized");
-      model::ApiError e{model::ErrorKind::kUnauthorized,
-                        "missing or wrong token: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'", ""};
-      Audit("unauthorized", HttpStatus(e.kind));
-      ErrorReply r = MakeErrorReply(e, {}, req_.compat, req_.id);
-      return Send(r.status, r.body, "application/json", r.headers);
+      return refuse({model::ErrorKind::kUnauthorized,
+                     "missing or wrong token: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'", ""},
+                    "unauthorized");
     }
     req_.audit.token_name = *name;
   }
+  return true;
+}
 
+void Session::Handle() {
+  const auto& h = parser_->get();
   const http::verb method = h.method();
+  if (method == http::verb::options) {
+    // A preflight from an allowed origin gets the CORS answer; anything else
+    // (no Origin: a plain OPTIONS) only what the server allows.
+    auto headers = s_.gate.PreflightHeaders(req_.origin);
+    headers.emplace_back("Allow", "GET, POST, OPTIONS");
+    return Send(204, "", "text/plain", headers);
+  }
   auto method_not_allowed = [&](const char* allow) {
     ErrorReply r = MakeErrorReply({model::ErrorKind::kMethodNotAllowed,
                                    std::string("method not allowed; use ") + allow, ""},
@@ -937,6 +985,30 @@ Status Server::Run() {
                        (ec == net::error::address_in_use ? " (another server is there; pick another --listen port)" : ""));
   }
   tcp::endpoint bound = s.acceptor->local_endpoint(ec);
+  // The Host names this server answers to: loopback (always), the address it
+  // listens on, and every local address when that is a wildcard.
+  std::vector<std::string> local;
+  if (address.is_unspecified()) {
+    struct ifaddrs* ifs = nullptr;
+    if (::getifaddrs(&ifs) == 0) {
+      for (struct ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr == nullptr) continue;
+        char text[INET6_ADDRSTRLEN] = "";
+        if (i->ifa_addr->sa_family == AF_INET) {
+          ::inet_ntop(AF_INET, &reinterpret_cast<struct sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+          ::inet_ntop(AF_INET6, &reinterpret_cast<struct sockaddr_in6*>(i->ifa_addr)->sin6_addr, text, sizeof text);
+        }
+        if (text[0] != '\0') local.emplace_back(text);
+      }
+      ::freeifaddrs(ifs);
+    }
+  } else {
+    local.push_back(address.to_string());
+  }
+  auto gate = RequestGate::Create({s.opt.allowed_hosts, s.opt.allowed_origins}, std::move(local));
+  if (!gate.ok()) return gate.status();
+  s.gate = std::move(*gate);
   std::string shown = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
   std::string line = "airlock: listening on http://" + shown + ":" + std::to_string(bound.port()) + "\n";
   // The first line of stdout, unbuffered: tests and scripts read the port from it.

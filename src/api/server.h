@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/audit_log.h"
 #include "api/auth.h"
@@ -28,6 +29,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";  // an IP address (v4 or v6) or "localhost"
   uint16_t port = 8000;            // 0: any free port
   bool insecure = false;           // allow a non-loopback address without tokens
+  // The browser rules (api/request_gate.h): Host names besides loopback and the
+  // listen address ("*": any), and web origins that may call cross-origin.
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> allowed_origins;
   size_t max_body_bytes = size_t{2} << 20;  // larger bodies: 413
   size_t max_code_bytes = size_t{1} << 20;  // larger `code`: 413
   size_t max_json_depth = 32;

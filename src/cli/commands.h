@@ -35,6 +35,8 @@ struct ServeFlags {
   std::string default_profile;  // "": "minimal" when present
   std::string tokens_file;      // plus AIRLOCK_TOKENS from the environment
   bool insecure = false;
+  std::vector<std::string> allowed_hosts;    // Host names besides loopback and the listen address
+  std::vector<std::string> allowed_origins;  // web origins that may call cross-origin
   std::string audit_log = "-";  // "-": stdout, "": none, else a file
   int64_t max_concurrent = 8;
   int64_t max_queue = 64;

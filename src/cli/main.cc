@@ -49,6 +49,11 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--default-profile", serve.default_profile, "Profile of requests that name none");
   serve_cmd->add_option("--tokens-file", serve.tokens_file, "File of bearer tokens, one 'name:token' a line");
   serve_cmd->add_flag("--insecure", serve.insecure, "Allow a non-loopback address without tokens");
+  serve_cmd->add_option("--allowed-host", serve.allowed_hosts,
+                        "A Host name (or address) clients may use besides loopback and the listen address; "
+                        "repeatable; '*' allows any (behind a proxy that checks it)");
+  serve_cmd->add_option("--allowed-origin", serve.allowed_origins,
+                        "A web origin (scheme://host[:port]) whose pages may call this server; repeatable");
   serve_cmd->add_option("--audit-log", serve.audit_log, "Audit records: a file, - for stdout, '' for none")
       ->capture_default_str();
   serve_cmd->add_option("--max-concurrent", serve.max_concurrent, "Runs at once")->capture_default_str()

@@ -8,6 +8,7 @@
 
 #include "api/audit_log.h"
 #include "api/auth.h"
+#include "api/request_gate.h"
 #include "api/server.h"
 #include "base/log.h"
 #include "cli/commands.h"
@@ -66,6 +67,14 @@ int ServeCommand(const ServeFlags& flags) {
     return 2;
   }
   options.insecure = flags.insecure;
+  options.allowed_hosts = flags.allowed_hosts;
+  options.allowed_origins = flags.allowed_origins;
+  // Checked again with the listen addresses once bound; here so that a bad
+  // flag stops the server before anything starts.
+  if (auto gate = api::RequestGate::Create({flags.allowed_hosts, flags.allowed_origins}, {}); !gate.ok()) {
+    std::cerr << "airlock: " << gate.status().message() << "\n";
+    return 2;
+  }
   options.max_concurrent = static_cast<size_t>(flags.max_concurrent);
   options.max_queue = static_cast<size_t>(flags.max_queue);
   options.drain_grace_s = flags.drain_grace_s;

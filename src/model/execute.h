@@ -33,9 +33,12 @@ enum class ErrorKind {
   kBadRequest,        // 400: empty code ("No code provided")
   kPolicy,            // 400: the analyzer rejected the code (violations)
   kUnauthorized,      // 401
+  kForbidden,         // 403: a web origin that may not call (api/request_gate.h)
   kNotFound,          // 404
   kMethodNotAllowed,  // 405
   kPayloadTooLarge,   // 413: body or code over the cap
+  kUnsupportedMediaType,  // 415: a body that is not declared application/json
+  kMisdirected,       // 421: a Host header that does not name this server
   kUnprocessable,     // 422: bad JSON, wrong type, out of range, unknown profile
   kTooManyRequests,   // 429: concurrency limit and queue full
   kInternal,          // 500: a run could not be started

@@ -190,7 +190,7 @@ class TestStatusCodes(unittest.TestCase):
 
     def test_expect_100_continue(self):
         body = json.dumps({"code": "print(7)"}).encode()
-        req = (b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+        req = (b"POST /execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
                b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
         import socket
         s = socket.create_connection(("127.0.0.1", server.port), timeout=30)

@@ -26,7 +26,7 @@ def send_execute_raw(port, code, timeout_s):
     """Opens a connection and sends an execute request without reading the answer."""
     body = json.dumps({"code": code, "timeout": timeout_s}).encode()
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    s.sendall(b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+    s.sendall(b"POST /execute HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
               str(len(body)).encode() + b"\r\n\r\n" + body)
     return s
 
