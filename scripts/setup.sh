@@ -24,4 +24,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# The interop tests drive real clients from the npm registry, pinned in
+# tests/interop/package-lock.json (Node >= 18: Debian 12's nodejs will do; a
+# node already on the machine is kept).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+interop="$(cd "$(dirname "$0")/.." && pwd)/tests/interop"
+if [ ! -f "$interop/node_modules/.package-lock.json" ] ||
+   [ "$interop/package-lock.json" -nt "$interop/node_modules/.package-lock.json" ]; then
+  (cd "$interop" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 echo "setup.sh: all packages present"

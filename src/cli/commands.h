@@ -50,6 +50,16 @@ struct ServeFlags {
 
 int ServeCommand(const ServeFlags& flags);
 
+struct McpFlags {
+  std::string profiles_dir;
+  std::string default_profile;
+  std::vector<std::string> allow_degraded;
+  int64_t pool_size = 1;  // one agent host, one call at a time: a ready run per profile is enough
+  double wait_ready_s = 0;  // wait up to this long for every warm pool before serving
+};
+
+int McpCommand(const McpFlags& flags);
+
 // "256M", "1G", "64Mi", "1048576" -> bytes; -1 when malformed.
 int64_t ParseSize(const std::string& text);
 // --allow-degraded values -> isolation::Degradable bits; error text on unknown names.

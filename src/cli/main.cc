@@ -72,7 +72,20 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--pool-recycle", serve.pool_recycle, "Runs after which a zygote is replaced (0: never)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
 
+  airlock::cli::McpFlags mcp;
+  CLI::App* mcp_cmd = app.add_subcommand("mcp", "Serve MCP over stdio (for an agent host; docs/agents.md)");
+  mcp_cmd->add_option("--profiles", mcp.profiles_dir, "Directory of profile YAML files");
+  mcp_cmd->add_option("--default-profile", mcp.default_profile, "Profile of calls that name none");
+  mcp_cmd->add_option("--allow-degraded", mcp.allow_degraded, "Layers that may be missing: cgroup, landlock")
+      ->delimiter(',');
+  mcp_cmd->add_option("--pool-size", mcp.pool_size, "Warm runs kept ready per profile; 0: every run cold")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{64}));
+  mcp_cmd->add_option("--wait-ready", mcp.wait_ready_s,
+                      "Seconds to wait for every profile's warm pool before answering (first calls warm)")
+      ->capture_default_str()->check(CLI::Range(0.0, 600.0));
+
   CLI11_PARSE(app, argc, argv);
+  if (mcp_cmd->parsed()) return airlock::cli::McpCommand(mcp);
   if (serve_cmd->parsed()) return airlock::cli::ServeCommand(serve);
   if (run_cmd->parsed()) return airlock::cli::RunCommand(run);
   if (check_cmd->parsed()) return airlock::cli::CheckCommand(check);

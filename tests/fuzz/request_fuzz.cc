@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "model/execute.h"
+#include "model/mcp.h"
 #include "model/runner_protocol.h"
 
 namespace {
@@ -67,6 +68,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string line = AuditRecordToJson(audit);
     Check(line.find('\n') == std::string::npos);  // one record, one line
     Check(IsValidUtf8(line));
+    // The same output as an MCP tool result: one line, valid UTF-8.
+    std::string mcp = McpResultLine("1", McpToolCallResult(response));
+    Check(mcp.find('\n') == std::string::npos);
+    Check(IsValidUtf8(mcp));
+  }
+
+  // 3. The same bytes as an MCP message (a stdio line or an HTTP body): never a
+  // crash; whatever it is, the answer is one line of valid UTF-8 JSON.
+  McpCaps mcp_caps;
+  mcp_caps.max_code_bytes = 4096;
+  mcp_caps.max_depth = 16;
+  McpMessage m;
+  ParseMcpMessage(input, mcp_caps, &m);
+  if (m.kind == McpMessage::kInvalid) {
+    Check(m.error_code < 0 && !m.error_message.empty());
+    std::string e = McpErrorLine(m.id_json, m.error_code, m.error_message);
+    Check(e.find('\n') == std::string::npos && IsValidUtf8(e));
+  } else if (m.kind == McpMessage::kRequest && m.call.argument_error.empty() && m.method == "tools/call") {
+    Check(m.call.execute.code.size() <= mcp_caps.max_code_bytes);
+    Check(IsValidUtf8(m.call.execute.code));
   }
   return 0;
 }

@@ -1,0 +1,42 @@
+// What `airlock serve` and `airlock mcp` both stand on: the profiles, the
+// host's isolation setup, the warm pool and the service facade, made in that
+// order on the calling thread (which must outlive them: the zygotes die with
+// it, PR_SET_PDEATHSIG).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/warm_pool.h"
+#include "isolation/sandbox.h"
+#include "service/service.h"
+
+namespace airlock::cli {
+
+struct RuntimeFlags {
+  std::string profiles_dir;     // "": profile::DefaultProfilesDir()
+  std::string default_profile;  // "": "minimal" when present
+  std::vector<std::string> allow_degraded;
+  int64_t pool_size = 4;
+  int64_t pool_recycle = 5000;
+  size_t max_code_bytes = size_t{1} << 20;
+};
+
+// Destroyed in reverse order: the service first, then the pool, then the host.
+struct Runtime {
+  std::unique_ptr<isolation::HostSetup> host;
+  std::unique_ptr<exec::WarmPool> pool;
+  std::unique_ptr<service::Service> service;
+  ~Runtime() {
+    service.reset();
+    pool.reset();
+  }
+};
+
+// On failure prints what is wrong to stderr and returns the exit code to use
+// (2: configuration, 125: this host cannot run sandboxes) in *exit_code.
+std::unique_ptr<Runtime> BuildRuntime(const RuntimeFlags& flags, int* exit_code);
+
+}  // namespace airlock::cli

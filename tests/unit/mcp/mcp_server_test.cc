@@ -1,0 +1,153 @@
+// The MCP protocol layer without running code: negotiation, the tool list, and
+// a JSON-RPC answer for every malformed message (tests/interop drives the real
+// SDK against `airlock mcp` for the rest).
+#include "mcp/mcp_server.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unistd.h>
+
+#include "mcp/stdio_transport.h"
+#include "profile/loader.h"
+
+namespace airlock::mcp {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kMinimal = R"(name: minimal
+description: test
+imports:
+  allowed: [math]
+resources: {timeout_max: 5, timeout_default: 2}
+scan_stages: {pre: [ast_scan], post: []}
+)";
+
+class McpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto set = profile::ParseProfiles({{"minimal.yaml", kMinimal}});
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    service::ServiceOptions o;
+    o.profiles = std::move(*set);
+    o.host = &host_;
+    auto s = service::Service::Create(std::move(o));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    svc_ = std::move(*s);
+    server_ = std::make_unique<McpServer>(*svc_, McpOptions{"0.0.0-test", {}});
+  }
+
+  json Ask(const std::string& message) {
+    auto reply = server_->Handle(message);
+    EXPECT_TRUE(reply.has_value()) << message;
+    if (!reply) return nullptr;
+    EXPECT_EQ(reply->find('\n'), std::string::npos) << "a stdio message must be one line";
+    return json::parse(*reply);
+  }
+
+  isolation::HostSetup host_;
+  std::unique_ptr<service::Service> svc_;
+  std::unique_ptr<McpServer> server_;
+};
+
+TEST_F(McpServerTest, NegotiatesTheProtocolVersion) {
+  json r = Ask(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}})");
+  EXPECT_EQ(r["result"]["protocolVersion"], "2025-03-26");
+  EXPECT_EQ(r["result"]["serverInfo"]["name"], "airlock");
+  EXPECT_TRUE(r["result"]["capabilities"].contains("tools"));
+  r = Ask(R"({"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":"1999-01-01"}})");
+  EXPECT_EQ(r["result"]["protocolVersion"], kProtocolVersions[0]);
+  EXPECT_EQ(r["id"], "a");
+}
+
+TEST_F(McpServerTest, NotificationsAndResponsesGetNoAnswer) {
+  EXPECT_FALSE(server_->Handle(R"({"jsonrpc":"2.0","method":"notifications/initialized"})"));
+  EXPECT_FALSE(server_->Handle(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}})"));
+  EXPECT_FALSE(server_->Handle(R"({"jsonrpc":"2.0","id":9,"result":{}})"));
+}
+
+TEST_F(McpServerTest, ListsToolsWithSchemas) {
+  json r = Ask(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})");
+  ASSERT_EQ(r["result"]["tools"].size(), 2u);
+  const json& exec = r["result"]["tools"][0];
+  EXPECT_EQ(exec["name"], "execute_python");
+  EXPECT_EQ(exec["inputSchema"]["required"], json::array({"code"}));
+  EXPECT_EQ(exec["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 5.0);
+  EXPECT_EQ(exec["annotations"]["openWorldHint"], false);
+}
+
+TEST_F(McpServerTest, MalformedMessagesGetTheRightErrorCodes) {
+  struct Case {
+    std::string message;
+    int code;
+  } cases[] = {
+      {"not json", -32700},
+      {"[1,2]", -32600},
+      {"42", -32600},
+      {R"({"jsonrpc":"1.0","id":1,"method":"ping"})", -32600},
+      {R"({"jsonrpc":"2.0","id":{"x":1},"method":"ping"})", -32600},
+      {R"({"jsonrpc":"2.0","id":1,"method":7})", -32600},
+      {R"({"jsonrpc":"2.0","id":1})", -32600},
+      {R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":[]})", -32602},
+      {R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}})", -32602},
+      {R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm_rf"}})", -32602},
+      {R"({"jsonrpc":"2.0","id":1,"method":"sampling/createMessage"})", -32601},
+      {std::string(100, '[') + std::string(100, ']'), -32600},
+  };
+  for (const Case& c : cases) {
+    json r = Ask(c.message);
+    EXPECT_EQ(r["error"]["code"], c.code) << c.message.substr(0, 80) << " -> " << r.dump();
+    EXPECT_EQ(r["jsonrpc"], "2.0");
+  }
+}
+
+TEST_F(McpServerTest, BadArgumentsAndPolicyAreToolErrorsNotProtocolErrors) {
+  json r = Ask(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_python","arguments":{"code":1}}})");
+  EXPECT_EQ(r["result"]["isError"], true);
+  r = Ask(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_python","arguments":{"cod":"1"}}})");
+  EXPECT_EQ(r["result"]["isError"], true);
+  EXPECT_NE(r["result"]["content"][0]["text"].get<std::string>().find("unknown argument 'cod'"), std::string::npos);
+  r = Ask(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_python","arguments":{"code":"1","timeout_seconds":99}}})");
+  EXPECT_EQ(r["result"]["isError"], true);
+  r = Ask(R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"execute_python","arguments":{"code":"import os"}}})");
+  EXPECT_EQ(r["result"]["isError"], true);
+  EXPECT_EQ(r["result"]["structuredContent"]["violations"][0]["line"], 1);
+  EXPECT_EQ(r["result"]["structuredContent"]["violations"][0]["rule"], "import-not-allowed");
+}
+
+TEST_F(McpServerTest, StdioSkipsAnOversizedLineAndGoesOn) {
+  int in[2], out[2];
+  ASSERT_EQ(pipe(in), 0);
+  ASSERT_EQ(pipe(out), 0);
+  std::string big = R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":")" + std::string(5 << 20, 'a') + "\"}}\n";
+  std::string ok = R"({"jsonrpc":"2.0","id":2,"method":"ping"})" "\n";
+  std::thread writer([&] {
+    for (const std::string* s : {&big, &ok}) {
+      size_t off = 0;
+      while (off < s->size()) {
+        ssize_t n = write(in[1], s->data() + off, s->size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+    }
+    close(in[1]);
+  });
+  ASSERT_TRUE(ServeStdio(*server_, in[0], out[1]).ok());
+  writer.join();
+  close(out[1]);
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+  close(in[0]);
+  close(out[0]);
+  size_t nl = got.find('\n');
+  ASSERT_NE(nl, std::string::npos) << got;
+  EXPECT_EQ(json::parse(got.substr(0, nl))["error"]["code"], -32600);
+  EXPECT_EQ(json::parse(got.substr(nl + 1))["id"], 2);
+}
+
+}  // namespace
+}  // namespace airlock::mcp
