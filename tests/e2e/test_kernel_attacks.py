@@ -19,6 +19,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -47,6 +48,18 @@ def tearDownModule():
 
 def lines_with(prefix, text):
     return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+def trivial_run_seconds():
+    """Wall time of a `print(1)` run under PROFILE, from the request to the answer, on this host
+    now (its pool made ready first): what launching a run costs here, sandbox setup included."""
+    server.wait_pools_ready(profiles=[PROFILE])
+    start = time.monotonic()
+    status, body = server.execute("print(1)\n", path="/v1/execute", profile=PROFILE, timeout=30)
+    elapsed = time.monotonic() - start
+    if status != 200 or body.get("stdout") != "1\n":
+        raise AssertionError(f"a trivial run failed: {status} {body}")
+    return elapsed
 
 
 class KernelAttack(unittest.TestCase):
@@ -468,9 +481,18 @@ class TestTeardownAndLeaks(KernelAttack):
                 "print('STARTED', flush=True)\n"
                 "while True:\n"
                 "    pass\n")
-        body = self.run_code(code, timeout=1.5, expect_exit=None)
+        # The timeout covers sandbox setup, Python's start and the forks on a loaded host; the
+        # kill must then come within what launching a trivial run costs here (at least 2 s).
+        launch = trivial_run_seconds()
+        timeout = 5.0
+        bound_ms = (timeout + max(2.0, launch)) * 1000
+        print(f"\n[ host    ] a trivial run took {launch * 1000:.0f} ms; timeout {timeout:.0f} s; "
+              f"the run must end within {bound_ms:.0f} ms", file=sys.stderr)
+        body = self.run_code(code, timeout=timeout, expect_exit=None)
         self.assertEqual(body["kill_reason"], "timeout", body)
         self.assertIn("STARTED", body["stdout"])
+        self.assertGreaterEqual(body["duration_ms"], timeout * 1000 - 100, body)
+        self.assertLess(body["duration_ms"], bound_ms, body)
         self.assertNoSurvivor(token)
 
     def test_environment_has_nothing_of_the_server(self):
