@@ -19,8 +19,8 @@ import threading
 import time
 import unittest
 
-from airlock_server import (AirlockServer, SOURCE_DIR, assert_mode, binary, descendants, expected_mode,
-                            host_processes, metric_value)
+from airlock_server import (POOLS_READY_TIMEOUT, AirlockServer, SOURCE_DIR, assert_mode, binary, descendants,
+                            expected_mode, host_processes, metric_value, scaled)
 
 SECRET_NAME = "AIRLOCK_SECRET_TEST"
 SECRET_VALUE = "zygote-secret-" + secrets.token_hex(8)
@@ -692,13 +692,18 @@ class TestWarmPool(RunCase):
             self.assertEqual(p["zygote"], "up", name)
 
     def wait_full(self, profile):
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        """Waits until `profile`'s pool has all its target runs ready (up to POOLS_READY_TIMEOUT,
+        scaled by $AIRLOCK_TEST_TIMEOUT_SCALE); returns the target."""
+        timeout = scaled(POOLS_READY_TIMEOUT)
+        start = time.monotonic()
+        while time.monotonic() < start + timeout:
             p = server.pools()[profile]
             if p["ready"] == p["target"]:
+                print(f"\n[ host    ] the {profile} pool filled up ({p['target']} runs) in "
+                      f"{time.monotonic() - start:.1f} s (limit {timeout:.0f} s)", file=sys.stderr)
                 return p["target"]
             time.sleep(0.05)
-        self.fail(f"the {profile} pool did not fill up: {server.pools()[profile]}")
+        self.fail(f"the {profile} pool did not fill up in {timeout:.0f} s: {server.pools()[profile]}")
 
     def test_a_handoff_is_counted_and_refilled(self):
         target = self.wait_full("minimal")
