@@ -721,6 +721,10 @@ class TestWarmPool(RunCase):
     def test_a_burst_beyond_the_pool_is_served_and_counted(self):
         server.wait_pools_ready(profiles=["general"])
         before = pool_metrics(server.metrics(), "general")
+        # How many runs are ready now decides how many of the burst must be warm (the pool may
+        # still be filling on a loaded host); at least one is (wait_pools_ready).
+        ready = server.pools()["general"]["ready"]
+        print(f"\n[ host    ] {ready} general runs ready before a burst of 4", file=sys.stderr)
         code = "import time\ntime.sleep(1.5)\nprint('ok')\n"
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             results = list(pool.map(lambda _: server.execute(code, path="/v1/execute", profile="general",
@@ -731,7 +735,7 @@ class TestWarmPool(RunCase):
             self.assertEqual(body["stdout"], "ok\n", body)
             self.assertIn(body["isolation"]["mode"], ("warm", "cold"))
             modes.append(body["isolation"]["mode"])
-        self.assertGreaterEqual(modes.count("warm"), 2, modes)  # two runs were ready
+        self.assertGreaterEqual(modes.count("warm"), max(1, min(ready, 4)), f"{ready} runs were ready: {modes}")
         after = pool_metrics(server.metrics(), "general")
         self.assertEqual(after["airlock_pool_handoffs_total"] - before["airlock_pool_handoffs_total"],
                          modes.count("warm"))
