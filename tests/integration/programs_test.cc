@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <iostream>
 #include <thread>
 
 #include "base/fs.h"
@@ -97,21 +98,51 @@ TEST_P(ProgramsTest, EachRunStartsFromACleanSlate) {
   EXPECT_EQ(b.out.data, "False\n");
 }
 
+// Whether a process of the host has `token` in its command line.
+bool HostHasProcessWith(const std::string& token) {
+  bool found = false;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return false;
+  while (dirent* e = readdir(proc)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
+    if (cmd.ok() && cmd->find(token) != std::string::npos) found = true;
+  }
+  closedir(proc);
+  return found;
+}
+
 // The run's init never execs, so close-on-exec does not keep the parent's fds
 // out of it; it must close them itself. Otherwise it would hold the server's
 // sockets and other runs' pipes open (no EOF, no FIN) for as long as it lives.
 TEST_P(ProgramsTest, RunHoldsNoFileDescriptorOfTheParent) {
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  std::thread run([&] { Py("import time\ntime.sleep(3)\n"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the run is alive now
-  close(fds[1]);
-  struct pollfd p = {fds[0], POLLIN, 0};
-  int ready = poll(&p, 1, 1500);
-  char c;
-  EXPECT_EQ(ready, 1) << "no EOF while the run lives: its init holds the parent's write end";
-  if (ready == 1) {
-    EXPECT_EQ(read(fds[0], &c, 1), 0);
+  // The run's program becomes `sleep 5.0PID`: once the host sees that command
+  // line, the run (and its init) is alive, however long its launch took.
+  const std::string token = "5.0" + std::to_string(getpid());
+  std::thread run([&] { Py("import os\nos.execv('/bin/sleep', ['sleep', '" + token + "'])\n"); });
+  auto start = std::chrono::steady_clock::now();
+  while (!HostHasProcessWith(token) && std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool alive = HostHasProcessWith(token);
+  EXPECT_TRUE(alive) << "the run's program (sleep " << token << ") did not show up on the host in 60 s";
+  if (alive) {
+    std::cout << "[ host    ] the run was up after "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count()
+              << " ms\n";
+    close(fds[1]);
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int ready = poll(&p, 1, 1500);
+    char c;
+    EXPECT_EQ(ready, 1) << "no EOF while the run lives: its init holds the parent's write end";
+    if (ready == 1) {
+      EXPECT_EQ(read(fds[0], &c, 1), 0);
+    }
+    EXPECT_TRUE(HostHasProcessWith(token)) << "the run ended before the check: it proves nothing";
+  } else {
+    close(fds[1]);
   }
   run.join();
   close(fds[0]);
