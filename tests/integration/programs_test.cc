@@ -194,29 +194,44 @@ TEST_P(ProgramsTest, RunsLeaveNoMountFdCgroupOrChildBehind) {
   if (path_ == RunPath::kCold && pools_) pools_->clear();
   Py("print(1)\n");  // warm up lazily-created state (and the warm pool)
   // A warm pool keeps runs ready (their cgroups, its zygote): compare once it
-  // has refilled after each batch.
-  auto settle = [&] {
-    if (path_ != RunPath::kWarm) return;
-    for (int i = 0; i < 200; ++i) {
-      auto s = WarmPoolFor(isolation::Limits{}.disk_bytes)->Snapshot();
-      if (!s.empty() && s[0].ready == s[0].target) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // has refilled after each batch. How long that takes depends on the host's
+  // load, so both waits poll, up to 60 s.
+  constexpr auto kSettleLimit = std::chrono::seconds(60);
+  auto pool_full = [&] {
+    if (path_ != RunPath::kWarm) return true;
+    auto snap = WarmPoolFor(isolation::Limits{}.disk_bytes)->Snapshot();
+    return !snap.empty() && snap[0].ready == snap[0].target;
   };
-  settle();
+  auto start = std::chrono::steady_clock::now();
+  while (!pool_full() && std::chrono::steady_clock::now() - start < kSettleLimit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(pool_full()) << "the warm pool did not fill up in 60 s";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   int mounts = CountMounts(), fds = CountFds(), children = CountChildren();
   int cold = CountRunCgroups(*host_, "run"), warm = CountRunCgroups(*host_, "warm");
   EXPECT_GT(path_ == RunPath::kWarm ? warm : 1, 0) << "the warm runs' cgroups are not where this test looks";
   for (int i = 0; i < 20; ++i) {
     Py(i % 2 ? "print(1)\n" : "while True: pass\n", {}, 0.2);
   }
-  settle();
-  EXPECT_EQ(CountMounts(), mounts);
-  EXPECT_EQ(CountFds(), fds);
-  EXPECT_EQ(CountChildren(), children);
-  EXPECT_EQ(CountRunCgroups(*host_, "run"), cold);
-  EXPECT_EQ(CountRunCgroups(*host_, "warm"), warm);
+  // Settled: the pool is full again and every count is back to its baseline.
+  auto settled = [&] {
+    return pool_full() && CountMounts() == mounts && CountFds() == fds && CountChildren() == children &&
+           CountRunCgroups(*host_, "run") == cold && CountRunCgroups(*host_, "warm") == warm;
+  };
+  start = std::chrono::steady_clock::now();
+  while (!settled() && std::chrono::steady_clock::now() - start < kSettleLimit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::cout << "[ host    ] settled in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count()
+            << " ms after 20 runs (limit 60 s)\n";
+  EXPECT_TRUE(pool_full()) << "the warm pool did not refill in 60 s";
+  EXPECT_EQ(CountMounts(), mounts) << "mounts left behind (60 s after the runs)";
+  EXPECT_EQ(CountFds(), fds) << "fds left behind (60 s after the runs)";
+  EXPECT_EQ(CountChildren(), children) << "children left behind (60 s after the runs)";
+  EXPECT_EQ(CountRunCgroups(*host_, "run"), cold) << "cold run cgroups left behind (60 s after the runs)";
+  EXPECT_EQ(CountRunCgroups(*host_, "warm"), warm) << "warm run cgroups left behind (60 s after the runs)";
   if (path_ == RunPath::kCold) {
     EXPECT_EQ(cold, 0);
     int st;
