@@ -625,10 +625,14 @@ class TestEarlyAnswer(RunCase):
     def forge(self, with_child):
         marker = "fe" + secrets.token_hex(6)  # 14 characters: a whole comm
         timeout = 4
+        # The time measured is the run's own: waiting for a ready run comes before it.
+        server.wait_pools_ready(profiles=["general"])
         t0 = time.monotonic()
         body = self.run_code(FORGED_END.format(marker=marker, child=CHILD if with_child else ""),
-                             timeout=timeout, expect_exit=None)
+                             timeout=timeout, expect_exit=None, wait_ready=False)
         elapsed = time.monotonic() - t0
+        print(f"\n[ host    ] the forged run was answered in {elapsed:.2f} s (duration_ms "
+              f"{body.get('duration_ms')}; timeout {timeout} s)", file=sys.stderr)
         self.assertEqual(body["stdout"], "FORGING\n", body)
         deadline = time.monotonic() + 5
         while True:
