@@ -318,7 +318,10 @@ class TestMetricsAndAudit(unittest.TestCase):
         for code, extra in [("print('audit-ok')", {}), ("import socket", {}), ("print(1)", {"timeout": 0})]:
             status, hdrs, _ = self.server.post_json("/execute", dict(code=code, **extra))
             ids[hdrs["x-request-id"]] = (status, code)
-        time.sleep(0.5)
+        # The audit log is written asynchronously: wait for each request's record.
+        for rid in ids:
+            self.assertTrue(self.server.wait_for_audit(lambda r, rid=rid: r["request_id"] == rid, timeout=scaled(10)),
+                            f"no audit record for {rid} in {scaled(10):.0f} s")
         recs = {r["request_id"]: r for r in self.server.audit_records() if r["request_id"] in ids}
         self.assertEqual(set(recs), set(ids))
         for rid, (status, code) in ids.items():
