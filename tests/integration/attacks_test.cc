@@ -55,9 +55,13 @@ TEST_P(AttackTest, CannotReadAHostFileOutsideTheSandbox) {
   std::ofstream(secret) << "TOP-SECRET-7731";
   chmod(dir.c_str(), 0755);
   chmod(secret.c_str(), 0644);  // world-readable on the host: only the sandbox stands in the way
+  // The project's own source tree, wherever it is checked out: the host can read it.
+  const std::string source_file = std::string(AIRLOCK_SOURCE_DIR_DEFAULT) + "/CMakeLists.txt";
+  ASSERT_TRUE(ReadFile(source_file).ok()) << "the host cannot read " << source_file;
+  std::cout << "[ host    ] source tree file tried from inside: " << source_file << "\n";
   auto r = Py("import os\n"
               "for p in ['" + secret + "', '/proc/1/root" + secret + "', '/proc/self/root" + secret + "',\n"
-              "          '/etc/shadow', '/root/.bashrc', '/work/main/CMakeLists.txt']:\n"
+              "          '/etc/shadow', '/root/.bashrc', '" + source_file + "']:\n"
               "    try:\n"
               "        print('READ', p, open(p).read()[:40])\n"
               "    except OSError as e:\n"
@@ -66,6 +70,7 @@ TEST_P(AttackTest, CannotReadAHostFileOutsideTheSandbox) {
   EXPECT_THAT(r.out.data, Not(HasSubstr("TOP-SECRET")));
   EXPECT_THAT(r.out.data, Not(HasSubstr("READ ")));
   EXPECT_THAT(r.out.data, HasSubstr("DENIED " + secret));
+  EXPECT_THAT(r.out.data, HasSubstr("DENIED " + source_file));
   unlink(secret.c_str());
   rmdir(dir.c_str());
 }
