@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "profile/loader.h"
+#include "tests/helpers/must_work.h"
 
 namespace airlock::service {
 namespace {
@@ -130,7 +131,7 @@ TEST(ServiceRun, WholePath) {
   isolation::HostOptions ho;
   auto host = isolation::PrepareHost(ho);
   if (!host.ok()) {
-    if (!getenv("AIRLOCK_MUST_WORK")) GTEST_SKIP() << "this host cannot run sandboxes: " << host.status().ToString();
+    if (!::airlock::test::MustWork()) GTEST_SKIP() << "this host cannot run sandboxes: " << host.status().ToString();
     FAIL() << host.status().ToString();
   }
   auto set = profile::ParseProfiles({{"strict.yaml", kStrict}});
