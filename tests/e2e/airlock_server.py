@@ -6,7 +6,9 @@
     server.stop()                       # SIGTERM, waits, returns the exit code
 
 The binary comes from $AIRLOCK_BINARY (CTest sets it). When this host cannot run
-sandboxes at all, tests skip, unless AIRLOCK_MUST_WORK=1 (CI), where they fail.
+sandboxes at all, tests skip, unless AIRLOCK_MUST_WORK=1 (CI), where they fail. Waits whose
+length depends on the host (pools filling) are multiplied by $AIRLOCK_TEST_TIMEOUT_SCALE
+(default 1; see scaled()).
 
 $AIRLOCK_E2E_MODE picks the execution path every server of the suite uses (CTest registers
 each module once per mode):
@@ -26,6 +28,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +36,29 @@ import unittest
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODES = ("cold", "warm")
+
+
+def timeout_scale():
+    """$AIRLOCK_TEST_TIMEOUT_SCALE (default 1): a factor for the timeouts of waits whose length
+    depends on the host (zygotes starting, pools filling). Slow or shared hosts raise it."""
+    text = os.environ.get("AIRLOCK_TEST_TIMEOUT_SCALE", "1")
+    try:
+        scale = float(text)
+    except ValueError:
+        raise AssertionError(f"AIRLOCK_TEST_TIMEOUT_SCALE={text!r}: expected a positive number") from None
+    if not scale > 0:
+        raise AssertionError(f"AIRLOCK_TEST_TIMEOUT_SCALE={text!r}: expected a positive number")
+    return scale
+
+
+def scaled(seconds):
+    """`seconds` times timeout_scale()."""
+    return seconds * timeout_scale()
+
+
+# How long the warm pools may take to have a ready run (zygotes start, import, fork): 120 s
+# times $AIRLOCK_TEST_TIMEOUT_SCALE.
+POOLS_READY_TIMEOUT = 120
 
 
 def binary():
@@ -190,7 +216,7 @@ class AirlockServer:
             sink.append(line.decode(errors="replace"))
 
     def wait_ready(self, timeout=30):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         last = None
         while time.monotonic() < deadline:
             try:
@@ -198,10 +224,12 @@ class AirlockServer:
                 if status == 200:
                     if expected_mode() == "warm":
                         try:
-                            self.wait_pools_ready(30)
+                            took = self.wait_pools_ready()
                         except AssertionError:
                             self.stop()
                             raise
+                        print(f"\n[ host    ] the warm pools had a ready run {took:.1f} s after /readyz "
+                              f"(limit {scaled(POOLS_READY_TIMEOUT):.0f} s)", file=sys.stderr)
                     return
                 last = body
                 detail = json.loads(body).get("detail", "")
@@ -225,20 +253,24 @@ class AirlockServer:
         """The `pools` object of /readyz; None when the binary reports none (no warm path)."""
         return self.readyz()[1].get("pools")
 
-    def wait_pools_ready(self, timeout=30, profiles=None):
+    def wait_pools_ready(self, timeout=None, profiles=None):
         """Waits until every pool in /readyz (or those of `profiles`) has a ready run; does
-        nothing when /readyz lists no pools (--pool-size 0, or a binary without a warm path)."""
-        deadline = time.monotonic() + timeout
+        nothing when /readyz lists no pools (--pool-size 0, or a binary without a warm path).
+        `timeout` defaults to POOLS_READY_TIMEOUT and is scaled by $AIRLOCK_TEST_TIMEOUT_SCALE.
+        Returns how many seconds it waited."""
+        timeout = scaled(POOLS_READY_TIMEOUT if timeout is None else timeout)
+        start = time.monotonic()
+        deadline = start + timeout
         pools = None
         while True:
             status, body = self.readyz()
             pools = body.get("pools")
             if not pools:
-                return
+                return time.monotonic() - start
             wanted = {name: p for name, p in pools.items()
                       if (profiles is None or name in profiles) and p.get("target", 1) > 0}
             if status == 200 and all(p.get("ready", 0) >= 1 for p in wanted.values()):
-                return
+                return time.monotonic() - start
             if time.monotonic() > deadline:
                 raise AssertionError(f"warm pools not ready after {timeout:.0f} s: {body}; stderr: "
                                      f"{''.join(self.stderr_lines)[-4000:]}")

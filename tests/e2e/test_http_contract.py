@@ -3,9 +3,10 @@ research/peers.md §c.3), every status code of docs/api.md, the /v1 shapes and t
 profile endpoints."""
 
 import json
+import os
 import unittest
 
-from airlock_server import AirlockServer, assert_mode, raw_request
+from airlock_server import AirlockServer, SOURCE_DIR, assert_mode, raw_request
 
 server = None
 
@@ -267,7 +268,9 @@ class TestV1Execute(unittest.TestCase):
         self.assertEqual(err["value"], "division by zero")
         self.assertIn("line 5", err["traceback"])
         self.assertIn("line 7", err["traceback"])
-        for leak in ("/sandbox", "airlock_runner", "/tmp/", "/work/"):
+        # The server's own checkout (wherever it is on this host) must not show either.
+        self.assertTrue(os.access(os.path.join(SOURCE_DIR, "CMakeLists.txt"), os.R_OK), SOURCE_DIR)
+        for leak in ("/sandbox", "airlock_runner", "/tmp/", SOURCE_DIR + "/"):
             self.assertNotIn(leak, err["traceback"])
             self.assertNotIn(leak, body["stderr"])
 

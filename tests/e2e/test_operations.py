@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from airlock_server import AirlockServer, binary, SOURCE_DIR
+from airlock_server import AirlockServer, binary, metric_value, scaled, SOURCE_DIR
 
 TOKEN_A = "agent-0123456789abcdef0123456789"
 TOKEN_B = "ci-fedcba9876543210fedcba98765"
@@ -29,6 +29,20 @@ def send_execute_raw(port, code, timeout_s):
     s.sendall(b"POST /execute HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
               str(len(body)).encode() + b"\r\n\r\n" + body)
     return s
+
+
+def wait_for_metric(server, name, value, timeout=30):
+    """Polls /metrics until the gauge `name` reads `value`: an ordering barrier (the server has
+    admitted, queued or let go of a request) instead of a fixed sleep. Fails after `timeout`
+    seconds (scaled by $AIRLOCK_TEST_TIMEOUT_SCALE) with the last value read."""
+    deadline = time.monotonic() + scaled(timeout)
+    while True:
+        got = metric_value(server.metrics(), name)
+        if got == value:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} is {got}, not {value}, after {scaled(timeout):.0f} s")
+        time.sleep(0.02)
 
 
 def metric(text, name_and_labels):
@@ -165,12 +179,12 @@ class TestAdmission(unittest.TestCase):
         self.assertEqual(metric(text, "airlock_execution_queue_depth"), 0)
 
     def test_disconnect_while_queued_leaves_the_queue(self):
-        running = send_execute_raw(self.server.port, BUSY, 2)
-        time.sleep(0.3)
+        # The running request holds the only slot until it is closed below (its timeout is only
+        # a backstop), so the second one stays queued.
+        running = send_execute_raw(self.server.port, BUSY, 20)
+        wait_for_metric(self.server, "airlock_executions_in_flight", 1)
         queued = send_execute_raw(self.server.port, "print('never')", 5)
-        time.sleep(0.3)
-        text = self.server.get("/metrics")[2].decode()
-        self.assertEqual(metric(text, "airlock_execution_queue_depth"), 1)
+        wait_for_metric(self.server, "airlock_execution_queue_depth", 1)
         queued.close()
         recs = self.server.wait_for_audit(lambda r: r["verdict"] == "client_gone" and r["exit_code"] is None)
         self.assertTrue(recs, self.server.audit_records())
@@ -191,9 +205,7 @@ class TestDisconnect(unittest.TestCase):
     def test_client_disconnect_kills_the_run(self):
         code = "# disconnect-test\n" + BUSY
         s = send_execute_raw(self.server.port, code, 25)
-        time.sleep(0.8)
-        text = self.server.get("/metrics")[2].decode()
-        self.assertEqual(metric(text, "airlock_executions_in_flight"), 1)
+        wait_for_metric(self.server, "airlock_executions_in_flight", 1)
         closed_at = time.monotonic()
         s.close()
         sha = hashlib.sha256(code.encode()).hexdigest()
@@ -214,12 +226,13 @@ class TestDrain(unittest.TestCase):
     def test_sigterm_lets_runs_finish(self):
         server = AirlockServer(extra_args=["--drain-grace", "20", "--max-concurrent", "1"]).start()
         try:
-            code = "import time\ntime.sleep(1.5)\nprint('finished')"
+            # Long enough to be still running when SIGTERM comes on a loaded host; far inside the grace.
+            code = "import time\ntime.sleep(4)\nprint('finished')"
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 running = pool.submit(server.execute, code, profile="general")
-                time.sleep(0.5)
+                wait_for_metric(server, "airlock_executions_in_flight", 1)
                 queued = pool.submit(server.execute, "print('queued')")
-                time.sleep(0.3)
+                wait_for_metric(server, "airlock_execution_queue_depth", 1)
                 server.proc.send_signal(signal.SIGTERM)
                 status, body = running.result(30)
                 self.assertEqual(status, 200)
@@ -239,7 +252,7 @@ class TestDrain(unittest.TestCase):
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 start = time.monotonic()
                 running = pool.submit(server.execute, BUSY, path="/v1/execute", timeout=25)
-                time.sleep(0.5)
+                wait_for_metric(server, "airlock_executions_in_flight", 1)
                 server.proc.send_signal(signal.SIGTERM)
                 status, body = running.result(30)
                 self.assertEqual(status, 200)
@@ -305,7 +318,10 @@ class TestMetricsAndAudit(unittest.TestCase):
         for code, extra in [("print('audit-ok')", {}), ("import socket", {}), ("print(1)", {"timeout": 0})]:
             status, hdrs, _ = self.server.post_json("/execute", dict(code=code, **extra))
             ids[hdrs["x-request-id"]] = (status, code)
-        time.sleep(0.5)
+        # The audit log is written asynchronously: wait for each request's record.
+        for rid in ids:
+            self.assertTrue(self.server.wait_for_audit(lambda r, rid=rid: r["request_id"] == rid, timeout=scaled(10)),
+                            f"no audit record for {rid} in {scaled(10):.0f} s")
         recs = {r["request_id"]: r for r in self.server.audit_records() if r["request_id"] in ids}
         self.assertEqual(set(recs), set(ids))
         for rid, (status, code) in ids.items():

@@ -19,8 +19,8 @@ import threading
 import time
 import unittest
 
-from airlock_server import (AirlockServer, SOURCE_DIR, assert_mode, binary, descendants, expected_mode,
-                            host_processes, metric_value)
+from airlock_server import (POOLS_READY_TIMEOUT, AirlockServer, SOURCE_DIR, assert_mode, binary, descendants,
+                            expected_mode, host_processes, metric_value, scaled)
 
 SECRET_NAME = "AIRLOCK_SECRET_TEST"
 SECRET_VALUE = "zygote-secret-" + secrets.token_hex(8)
@@ -625,10 +625,14 @@ class TestEarlyAnswer(RunCase):
     def forge(self, with_child):
         marker = "fe" + secrets.token_hex(6)  # 14 characters: a whole comm
         timeout = 4
+        # The time measured is the run's own: waiting for a ready run comes before it.
+        server.wait_pools_ready(profiles=["general"])
         t0 = time.monotonic()
         body = self.run_code(FORGED_END.format(marker=marker, child=CHILD if with_child else ""),
-                             timeout=timeout, expect_exit=None)
+                             timeout=timeout, expect_exit=None, wait_ready=False)
         elapsed = time.monotonic() - t0
+        print(f"\n[ host    ] the forged run was answered in {elapsed:.2f} s (duration_ms "
+              f"{body.get('duration_ms')}; timeout {timeout} s)", file=sys.stderr)
         self.assertEqual(body["stdout"], "FORGING\n", body)
         deadline = time.monotonic() + 5
         while True:
@@ -692,13 +696,18 @@ class TestWarmPool(RunCase):
             self.assertEqual(p["zygote"], "up", name)
 
     def wait_full(self, profile):
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        """Waits until `profile`'s pool has all its target runs ready (up to POOLS_READY_TIMEOUT,
+        scaled by $AIRLOCK_TEST_TIMEOUT_SCALE); returns the target."""
+        timeout = scaled(POOLS_READY_TIMEOUT)
+        start = time.monotonic()
+        while time.monotonic() < start + timeout:
             p = server.pools()[profile]
             if p["ready"] == p["target"]:
+                print(f"\n[ host    ] the {profile} pool filled up ({p['target']} runs) in "
+                      f"{time.monotonic() - start:.1f} s (limit {timeout:.0f} s)", file=sys.stderr)
                 return p["target"]
             time.sleep(0.05)
-        self.fail(f"the {profile} pool did not fill up: {server.pools()[profile]}")
+        self.fail(f"the {profile} pool did not fill up in {timeout:.0f} s: {server.pools()[profile]}")
 
     def test_a_handoff_is_counted_and_refilled(self):
         target = self.wait_full("minimal")
@@ -716,6 +725,10 @@ class TestWarmPool(RunCase):
     def test_a_burst_beyond_the_pool_is_served_and_counted(self):
         server.wait_pools_ready(profiles=["general"])
         before = pool_metrics(server.metrics(), "general")
+        # How many runs are ready now decides how many of the burst must be warm (the pool may
+        # still be filling on a loaded host); at least one is (wait_pools_ready).
+        ready = server.pools()["general"]["ready"]
+        print(f"\n[ host    ] {ready} general runs ready before a burst of 4", file=sys.stderr)
         code = "import time\ntime.sleep(1.5)\nprint('ok')\n"
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             results = list(pool.map(lambda _: server.execute(code, path="/v1/execute", profile="general",
@@ -726,7 +739,7 @@ class TestWarmPool(RunCase):
             self.assertEqual(body["stdout"], "ok\n", body)
             self.assertIn(body["isolation"]["mode"], ("warm", "cold"))
             modes.append(body["isolation"]["mode"])
-        self.assertGreaterEqual(modes.count("warm"), 2, modes)  # two runs were ready
+        self.assertGreaterEqual(modes.count("warm"), max(1, min(ready, 4)), f"{ready} runs were ready: {modes}")
         after = pool_metrics(server.metrics(), "general")
         self.assertEqual(after["airlock_pool_handoffs_total"] - before["airlock_pool_handoffs_total"],
                          modes.count("warm"))

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -53,9 +55,13 @@ TEST_P(AttackTest, CannotReadAHostFileOutsideTheSandbox) {
   std::ofstream(secret) << "TOP-SECRET-7731";
   chmod(dir.c_str(), 0755);
   chmod(secret.c_str(), 0644);  // world-readable on the host: only the sandbox stands in the way
+  // The project's own source tree, wherever it is checked out: the host can read it.
+  const std::string source_file = std::string(AIRLOCK_SOURCE_DIR_DEFAULT) + "/CMakeLists.txt";
+  ASSERT_TRUE(ReadFile(source_file).ok()) << "the host cannot read " << source_file;
+  std::cout << "[ host    ] source tree file tried from inside: " << source_file << "\n";
   auto r = Py("import os\n"
               "for p in ['" + secret + "', '/proc/1/root" + secret + "', '/proc/self/root" + secret + "',\n"
-              "          '/etc/shadow', '/root/.bashrc', '/work/main/CMakeLists.txt']:\n"
+              "          '/etc/shadow', '/root/.bashrc', '" + source_file + "']:\n"
               "    try:\n"
               "        print('READ', p, open(p).read()[:40])\n"
               "    except OSError as e:\n"
@@ -64,6 +70,7 @@ TEST_P(AttackTest, CannotReadAHostFileOutsideTheSandbox) {
   EXPECT_THAT(r.out.data, Not(HasSubstr("TOP-SECRET")));
   EXPECT_THAT(r.out.data, Not(HasSubstr("READ ")));
   EXPECT_THAT(r.out.data, HasSubstr("DENIED " + secret));
+  EXPECT_THAT(r.out.data, HasSubstr("DENIED " + source_file));
   unlink(secret.c_str());
   rmdir(dir.c_str());
 }
@@ -350,6 +357,18 @@ TEST_P(AttackTest, RunsUnprivilegedWithEveryLayerInForce) {
 // that ignore SIGTERM all go when the run times out.
 TEST_P(AttackTest, TimeoutKillsEveryProcessOfTheRun) {
   std::string token = "4242." + std::to_string(getpid());
+  // The timeout must cover setting up the sandbox, starting Python and the
+  // forks below on a loaded host; the kill must then come within the time a
+  // trivial run takes to launch here (at least 2 s).
+  auto launch_start = std::chrono::steady_clock::now();
+  auto trivial = Py("pass\n");
+  const int64_t launch_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - launch_start).count();
+  ASSERT_EQ(trivial.exit_code, 0) << trivial.err.data;
+  constexpr double kTimeoutS = 5;
+  const int64_t bound_ms = static_cast<int64_t>(kTimeoutS * 1000) + std::max<int64_t>(2000, launch_ms);
+  std::cout << "[ host    ] a trivial run took " << launch_ms << " ms to launch and finish; timeout " << kTimeoutS
+            << " s; the run must end within " << bound_ms << " ms\n";
   auto r = Py("import os, subprocess, time\n"
               "subprocess.Popen(['/bin/sh', '-c', 'trap \"\" TERM HUP; exec sleep " + token + "'], start_new_session=True)\n"
               "if os.fork() == 0:\n"
@@ -360,11 +379,12 @@ TEST_P(AttackTest, TimeoutKillsEveryProcessOfTheRun) {
               "time.sleep(0.3)\n"
               "print('STARTED', flush=True)\n"
               "while True: pass\n",
-              {}, 1.5);
+              {}, kTimeoutS);
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(exec::KillReasonName(r.kill_reason), std::string("timeout"));
   EXPECT_THAT(r.out.data, HasSubstr("STARTED"));
-  EXPECT_LT(r.duration_ms, 2500);
+  EXPECT_GE(r.duration_ms, static_cast<int64_t>(kTimeoutS * 1000));
+  EXPECT_LT(r.duration_ms, bound_ms);
   ExpectNoHostProcessWith(token);
 }
 

@@ -4,8 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/sandbox_fixture.h"
@@ -44,7 +48,37 @@ Output RunCli(const std::string& args, const std::string& input = "") {
   return o;
 }
 
-class CliTest : public SandboxTest {};
+class CliTest : public SandboxTest {
+ protected:
+  // Where run cgroups can be on this host: the cgroups that hold the parents
+  // PrepareHost detected (the host's own cgroup per hierarchy), searched a few
+  // levels deep, since a child airlock may nest its parent one level further
+  // (v2: an airlock-supervisor leaf).
+  static std::vector<std::string> CgroupRoots() {
+    std::vector<std::string> roots;
+    const isolation::CgroupSetup& c = host_->cgroups;
+    for (const std::string& dir :
+         {c.v1_memory_parent, c.v1_pids_parent, c.v1_cpu_parent, c.v1_cpuacct_parent, c.v2_parent}) {
+      if (dir.empty()) continue;
+      std::string root = dir.substr(0, dir.find_last_of('/'));
+      if (!root.empty() && std::find(roots.begin(), roots.end(), root) == roots.end()) roots.push_back(root);
+    }
+    return roots;
+  }
+
+  // The cgroup directories named `prefix`* under `roots`, one a line.
+  static std::string FindCgroups(const std::vector<std::string>& roots, const std::string& prefix) {
+    std::string found;
+    for (const std::string& dir : roots) {
+      std::string cmd = "find '" + dir + "' -maxdepth 4 -type d -name '" + prefix + "*' 2>/dev/null";
+      FILE* p = popen(cmd.c_str(), "r");
+      char line[512];
+      while (fgets(line, sizeof line, p)) found += line;
+      pclose(p);
+    }
+    return found;
+  }
+};
 
 TEST_F(CliTest, RunFromStdinPrintsAndExitsZero) {
   Output o = RunCli("run -", "print(sum(range(10)))\n");
@@ -79,6 +113,10 @@ TEST_F(CliTest, TimeoutIsReportedAndKills) {
 
 // SIGTERM/SIGINT to airlock run cancel the run and still remove its cgroup.
 TEST_F(CliTest, InterruptedRunLeavesNoCgroup) {
+  if (host_->cgroups.version == isolation::CgroupVersion::kNone) {
+    if (MustWork()) FAIL() << "no cgroups on this host: " << host_->cgroups.why_not;
+    GTEST_SKIP() << "no cgroups on this host: " << host_->cgroups.why_not;
+  }
   char path[] = "/tmp/airlock-cli-sleep-XXXXXX";
   int fd = mkstemp(path);
   std::string code = "import time\nprint('up', flush=True)\ntime.sleep(30)\n";
@@ -104,6 +142,14 @@ TEST_F(CliTest, InterruptedRunLeavesNoCgroup) {
     if (c == '\n') break;
   }
   EXPECT_EQ(up, "up\n");
+  // The run's cgroup is there while it runs: the search below looks in the right places.
+  std::vector<std::string> roots = CgroupRoots();
+  std::string where;
+  for (const std::string& r : roots) where += " " + r;
+  std::cout << "[ host    ] run cgroups searched under:" << where << "\n";
+  EXPECT_FALSE(roots.empty()) << "the host setup detected no cgroup parent";
+  std::string prefix = "run-" + std::to_string(pid) + "-";
+  EXPECT_NE(FindCgroups(roots, prefix), "") << "the running run's cgroup is not under" << where;
   kill(pid, SIGTERM);
   int st = 0;
   waitpid(pid, &st, 0);
@@ -111,17 +157,7 @@ TEST_F(CliTest, InterruptedRunLeavesNoCgroup) {
   unlink(path);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 128 + SIGTERM);
-  std::string prefix = "run-" + std::to_string(pid) + "-";
-  for (const char* dir : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu",
-                          "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
-    std::string cmd = std::string("find ") + dir + " -maxdepth 6 -type d -name '" + prefix + "*' 2>/dev/null";
-    FILE* p = popen(cmd.c_str(), "r");
-    char line[512];
-    std::string found;
-    while (fgets(line, sizeof line, p)) found += line;
-    pclose(p);
-    EXPECT_EQ(found, "") << "left behind";
-  }
+  EXPECT_EQ(FindCgroups(roots, prefix), "") << "left behind";
 }
 
 TEST_F(CliTest, JsonResultHasEveryField) {

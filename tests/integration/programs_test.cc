@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <iostream>
 #include <thread>
 
 #include "base/fs.h"
@@ -97,21 +98,51 @@ TEST_P(ProgramsTest, EachRunStartsFromACleanSlate) {
   EXPECT_EQ(b.out.data, "False\n");
 }
 
+// Whether a process of the host has `token` in its command line.
+bool HostHasProcessWith(const std::string& token) {
+  bool found = false;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return false;
+  while (dirent* e = readdir(proc)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
+    if (cmd.ok() && cmd->find(token) != std::string::npos) found = true;
+  }
+  closedir(proc);
+  return found;
+}
+
 // The run's init never execs, so close-on-exec does not keep the parent's fds
 // out of it; it must close them itself. Otherwise it would hold the server's
 // sockets and other runs' pipes open (no EOF, no FIN) for as long as it lives.
 TEST_P(ProgramsTest, RunHoldsNoFileDescriptorOfTheParent) {
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  std::thread run([&] { Py("import time\ntime.sleep(3)\n"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the run is alive now
-  close(fds[1]);
-  struct pollfd p = {fds[0], POLLIN, 0};
-  int ready = poll(&p, 1, 1500);
-  char c;
-  EXPECT_EQ(ready, 1) << "no EOF while the run lives: its init holds the parent's write end";
-  if (ready == 1) {
-    EXPECT_EQ(read(fds[0], &c, 1), 0);
+  // The run's program becomes `sleep 5.0PID`: once the host sees that command
+  // line, the run (and its init) is alive, however long its launch took.
+  const std::string token = "5.0" + std::to_string(getpid());
+  std::thread run([&] { Py("import os\nos.execv('/bin/sleep', ['sleep', '" + token + "'])\n"); });
+  auto start = std::chrono::steady_clock::now();
+  while (!HostHasProcessWith(token) && std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool alive = HostHasProcessWith(token);
+  EXPECT_TRUE(alive) << "the run's program (sleep " << token << ") did not show up on the host in 60 s";
+  if (alive) {
+    std::cout << "[ host    ] the run was up after "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count()
+              << " ms\n";
+    close(fds[1]);
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int ready = poll(&p, 1, 1500);
+    char c;
+    EXPECT_EQ(ready, 1) << "no EOF while the run lives: its init holds the parent's write end";
+    if (ready == 1) {
+      EXPECT_EQ(read(fds[0], &c, 1), 0);
+    }
+    EXPECT_TRUE(HostHasProcessWith(token)) << "the run ended before the check: it proves nothing";
+  } else {
+    close(fds[1]);
   }
   run.join();
   close(fds[0]);
@@ -163,29 +194,44 @@ TEST_P(ProgramsTest, RunsLeaveNoMountFdCgroupOrChildBehind) {
   if (path_ == RunPath::kCold && pools_) pools_->clear();
   Py("print(1)\n");  // warm up lazily-created state (and the warm pool)
   // A warm pool keeps runs ready (their cgroups, its zygote): compare once it
-  // has refilled after each batch.
-  auto settle = [&] {
-    if (path_ != RunPath::kWarm) return;
-    for (int i = 0; i < 200; ++i) {
-      auto s = WarmPoolFor(isolation::Limits{}.disk_bytes)->Snapshot();
-      if (!s.empty() && s[0].ready == s[0].target) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // has refilled after each batch. How long that takes depends on the host's
+  // load, so both waits poll, up to 60 s.
+  constexpr auto kSettleLimit = std::chrono::seconds(60);
+  auto pool_full = [&] {
+    if (path_ != RunPath::kWarm) return true;
+    auto snap = WarmPoolFor(isolation::Limits{}.disk_bytes)->Snapshot();
+    return !snap.empty() && snap[0].ready == snap[0].target;
   };
-  settle();
+  auto start = std::chrono::steady_clock::now();
+  while (!pool_full() && std::chrono::steady_clock::now() - start < kSettleLimit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(pool_full()) << "the warm pool did not fill up in 60 s";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   int mounts = CountMounts(), fds = CountFds(), children = CountChildren();
   int cold = CountRunCgroups(*host_, "run"), warm = CountRunCgroups(*host_, "warm");
   EXPECT_GT(path_ == RunPath::kWarm ? warm : 1, 0) << "the warm runs' cgroups are not where this test looks";
   for (int i = 0; i < 20; ++i) {
     Py(i % 2 ? "print(1)\n" : "while True: pass\n", {}, 0.2);
   }
-  settle();
-  EXPECT_EQ(CountMounts(), mounts);
-  EXPECT_EQ(CountFds(), fds);
-  EXPECT_EQ(CountChildren(), children);
-  EXPECT_EQ(CountRunCgroups(*host_, "run"), cold);
-  EXPECT_EQ(CountRunCgroups(*host_, "warm"), warm);
+  // Settled: the pool is full again and every count is back to its baseline.
+  auto settled = [&] {
+    return pool_full() && CountMounts() == mounts && CountFds() == fds && CountChildren() == children &&
+           CountRunCgroups(*host_, "run") == cold && CountRunCgroups(*host_, "warm") == warm;
+  };
+  start = std::chrono::steady_clock::now();
+  while (!settled() && std::chrono::steady_clock::now() - start < kSettleLimit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::cout << "[ host    ] settled in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count()
+            << " ms after 20 runs (limit 60 s)\n";
+  EXPECT_TRUE(pool_full()) << "the warm pool did not refill in 60 s";
+  EXPECT_EQ(CountMounts(), mounts) << "mounts left behind (60 s after the runs)";
+  EXPECT_EQ(CountFds(), fds) << "fds left behind (60 s after the runs)";
+  EXPECT_EQ(CountChildren(), children) << "children left behind (60 s after the runs)";
+  EXPECT_EQ(CountRunCgroups(*host_, "run"), cold) << "cold run cgroups left behind (60 s after the runs)";
+  EXPECT_EQ(CountRunCgroups(*host_, "warm"), warm) << "warm run cgroups left behind (60 s after the runs)";
   if (path_ == RunPath::kCold) {
     EXPECT_EQ(cold, 0);
     int st;

@@ -19,6 +19,7 @@
 #include "exec/execution.h"
 #include "exec/warm_pool.h"
 #include "isolation/sandbox.h"
+#include "tests/helpers/must_work.h"
 
 namespace airlock::test {
 
@@ -28,11 +29,6 @@ enum class RunPath { kCold, kWarm };
 
 inline std::string RunPathName(const ::testing::TestParamInfo<RunPath>& info) {
   return info.param == RunPath::kCold ? "Cold" : "Warm";
-}
-
-inline bool MustWork() {
-  const char* v = std::getenv("AIRLOCK_MUST_WORK");
-  return v && std::string(v) == "1";
 }
 
 class SandboxTest : public ::testing::Test {

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "base/fs.h"
+#include "tests/helpers/must_work.h"
 
 namespace airlock::isolation {
 namespace {
@@ -375,7 +376,7 @@ TEST(DetectFromTest, MountpointEscapesAreDecoded) {
 class RealCgroupTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const bool must = getenv("AIRLOCK_MUST_WORK") != nullptr;
+    const bool must = ::airlock::test::MustWork();
     if (geteuid() != 0) {
       if (!must) GTEST_SKIP() << "needs root to create cgroups";
       FAIL() << "AIRLOCK_MUST_WORK=1 but not running as root";

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "isolation/seccomp_policy.h"
+#include "tests/helpers/must_work.h"
 
 namespace airlock::isolation {
 namespace {
@@ -179,7 +180,7 @@ class LandlockTest : public ::testing::Test {
   void SetUp() override {
     abi_ = LandlockAbi();
     if (abi_ == 0) {
-      if (getenv("AIRLOCK_MUST_WORK")) FAIL() << "this kernel has no Landlock (LandlockAbi() == 0)";
+      if (::airlock::test::MustWork()) FAIL() << "this kernel has no Landlock (LandlockAbi() == 0)";
       GTEST_SKIP() << "this kernel has no Landlock";
     }
     char dir[] = "/tmp/airlock-landlock-XXXXXX";

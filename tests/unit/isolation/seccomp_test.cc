@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "tests/helpers/host_abi.h"
+#include "tests/helpers/must_work.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -154,7 +155,7 @@ long RawClone(unsigned long flags) {
   return pid;
 }
 
-bool MustWork() { return getenv("AIRLOCK_MUST_WORK") != nullptr; }
+using ::airlock::test::MustWork;
 
 TEST(SeccompPolicyTest, CompilesToABoundedProgramWithArchAndX32Checks) {
   SeccompProgram prog = Compile();
