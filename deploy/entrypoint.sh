@@ -6,7 +6,9 @@
 #
 #   entrypoint [FLAG...]          airlock serve <flags from the environment> FLAG...
 #   entrypoint check [FLAG...]    airlock check (--allow-degraded from the environment)
+#   entrypoint airlock ARGS...    airlock ARGS, unchanged (no flags from the environment)
 #   entrypoint run|--help|...     airlock with these arguments, unchanged
+# Every form first remounts the container's own cgroups read-write when it can (below).
 #
 # Variables (unset or empty: airlock's own default; docs/deploy.md lists them):
 #   AIRLOCK_LISTEN            --listen, e.g. 0.0.0.0:8000
@@ -30,6 +32,27 @@ serve_knows() {
   "$AIRLOCK" serve --help 2>/dev/null | grep -q -- "$1"
 }
 
+# Container runtimes mount the cgroup hierarchies read-only unless the container
+# is privileged. When this process is root with CAP_SYS_ADMIN and sits at the root
+# of its own cgroup namespace (every /proc/self/cgroup line ends in ":/", so each
+# mount shows only the container's own subtree), remounting them read-write gives
+# airlock that subtree for its runs' cgroups and nothing above it. Otherwise
+# nothing is changed and airlock says that cgroup limits are missing.
+# AIRLOCK_CGROUP_REMOUNT=0 turns this off.
+remount_cgroups() {
+  [ "${AIRLOCK_CGROUP_REMOUNT:-1}" = 1 ] || return 0
+  [ "$(id -u)" = 0 ] || return 0
+  [ -r /proc/self/cgroup ] && [ -r /proc/self/mounts ] || return 0
+  if grep -qv ':/$' /proc/self/cgroup; then return 0; fi
+  # "cgroup /sys/fs/cgroup/memory cgroup ro,..." and "cgroup2 /sys/fs/cgroup cgroup2 ro,..."
+  awk '($3 == "cgroup" || $3 == "cgroup2") && $4 ~ /^ro(,|$)/ && $2 ~ /^\/sys\/fs\/cgroup/ { print $2 }' /proc/self/mounts |
+  while read -r dir; do
+    case "$dir" in */systemd|*/net_cls*|*/net_prio|*/perf_event|*/hugetlb|*/rdma|*/misc|*/devices|*/freezer|*/blkio|*/cpuset) continue ;; esac
+    mount -o remount,bind,rw "$dir" 2>/dev/null ||
+      echo "airlock entrypoint: $dir is read-only and could not be remounted (needs CAP_SYS_ADMIN): cgroup limits will be missing" >&2
+  done
+}
+
 degraded_flag() {
   if [ -n "${AIRLOCK_ALLOW_DEGRADED:-}" ]; then
     printf '%s\n' "--allow-degraded=$AIRLOCK_ALLOW_DEGRADED"
@@ -39,6 +62,7 @@ degraded_flag() {
 case "${1:-}" in
   check)
     shift
+    remount_cgroups
     d=$(degraded_flag)
     if [ -n "$d" ]; then exec "$AIRLOCK" check "$d" "$@"; fi
     exec "$AIRLOCK" check "$@"
@@ -48,7 +72,13 @@ case "${1:-}" in
     ;;
   -*|"")
     ;;
+  airlock)
+    shift
+    remount_cgroups
+    exec "$AIRLOCK" "$@"
+    ;;
   *)
+    remount_cgroups
     exec "$AIRLOCK" "$@"
     ;;
 esac
@@ -106,4 +136,5 @@ done
 
 for a in "$@"; do push "$a"; done
 eval "set -- $args"
+remount_cgroups
 exec "$AIRLOCK" serve "$@"

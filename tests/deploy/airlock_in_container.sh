@@ -6,7 +6,10 @@
 # --profiles directory are mounted at the same paths (audit logs, custom
 # profiles); the caller's environment is passed in (the kernel attacks check
 # that a server secret does not reach runs). SIGTERM reaches airlock through
-# podman's signal proxy, and podman exits with airlock's exit code.
+# podman's signal proxy, and podman exits with airlock's exit code. The tree's
+# deploy/entrypoint.sh (mounted outside /usr: a mount under /usr breaks the
+# runs' read-only bind of /usr) remounts the container's cgroups, then execs
+# the image's airlock with exactly these arguments.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 source "$here/scripts/podman.sh"
@@ -17,6 +20,7 @@ for a in "$@"; do
   if [ "$prev" = --profiles ]; then mounts+=(-v "$a:$a:ro"); fi
   prev=$a
 done
-# shellcheck disable=SC2046
 exec $PODMAN run --rm -i --network host --env-host --env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-  "${mounts[@]}" $(container_grants) --entrypoint /usr/bin/airlock "$IMAGE" "$@"
+  "${mounts[@]}" "${ULIMITS[@]}" "${GRANTS[@]}" \
+  "${ENTRYPOINT_FROM_TREE[@]}" \
+  "$IMAGE" airlock "$@"

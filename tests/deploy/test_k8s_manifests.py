@@ -173,3 +173,35 @@ class Sidecar(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Degraded(unittest.TestCase):
+    def test_names_only_the_cgroup_layer_and_ships_its_seccomp_profile(self):
+        pod = of_kind(render("degraded"), "Deployment")[0]["spec"]["template"]["spec"]
+        airlock = {c["name"]: c for c in pod["containers"]}["airlock"]
+        self.assertEqual(env_of(airlock)["AIRLOCK_ALLOW_DEGRADED"], "cgroup")
+        sc = airlock["securityContext"]
+        self.assertNotIn("SYS_ADMIN", sc["capabilities"]["add"])
+        self.assertEqual(sc["seccompProfile"]["type"], "Localhost")
+        self.assertTrue(os.path.exists(os.path.join(DEPLOY_DIR, "seccomp", sc["seccompProfile"]["localhostProfile"])))
+
+
+class SeccompProfile(unittest.TestCase):
+    """deploy/seccomp/airlock.json: default-deny, and what airlock's sandbox setup calls is
+    allowed without any capability condition (runtime defaults gate these on SYS_ADMIN)."""
+
+    def test_allows_namespace_setup_without_capabilities(self):
+        import json
+        with open(os.path.join(DEPLOY_DIR, "seccomp", "airlock.json")) as f:
+            profile = json.load(f)
+        self.assertEqual(profile["defaultAction"], "SCMP_ACT_ERRNO")
+        unconditional = set()
+        for rule in profile["syscalls"]:
+            if rule["action"] == "SCMP_ACT_ALLOW" and not rule.get("args") and not rule.get("includes"):
+                unconditional.update(rule["names"])
+        needed = {"clone", "clone3", "unshare", "mount", "umount2", "pivot_root", "sethostname", "setdomainname",
+                  "seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+                  "pidfd_open", "pidfd_send_signal", "prctl", "capset", "setgroups"}
+        self.assertEqual(needed - unconditional, set())
+        for forbidden in ("kexec_load", "init_module", "bpf", "perf_event_open", "open_by_handle_at"):
+            self.assertNotIn(forbidden, unconditional)
