@@ -22,7 +22,8 @@ if [ "${1:-}" = "--test" ]; then
   source scripts/podman.sh
   ensure_base_image
   echo "deb.sh: installing $deb in a fresh $BASE_IMAGE container" >&2
-  podman_ run --rm --network host "${ULIMITS[@]}" "${GRANTS[@]}" \
+  # apt and dpkg need the file capabilities airlock does not (CHOWN, DAC_OVERRIDE, FOWNER, FSETID).
+  podman_ run --rm --network host "${ULIMITS[@]}" "${GRANTS[@]}" --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,FSETID \
     -v "$deb:/tmp/$(basename "$deb"):ro" -v "$PWD/tests/deploy:/tests:ro" \
     "$BASE_IMAGE" bash /tests/deb_install_test.sh "/tmp/$(basename "$deb")"
 fi

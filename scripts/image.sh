@@ -53,17 +53,8 @@ test_e2e() {
 }
 
 test_deb() {
-  # The package the image installed, copied out, installed with apt in a fresh base container.
-  local dir
-  dir=$(mktemp -d)
-  podman_ build --pull=never --network host --format docker "${ULIMITS[@]}" --target build -t "$IMAGE-build" -f Containerfile . >/dev/null
-  local cid
-  cid=$(podman_ create "$IMAGE-build")
-  podman_ cp "$cid:/build/airlock_$VERSION"_amd64.deb "$dir/"
-  podman_ rm "$cid" >/dev/null
-  podman_ run --rm --network host "${ULIMITS[@]}" "${GRANTS[@]}" -v "$dir:/deb:ro" -v "$PWD/tests/deploy:/tests:ro" \
-    "$BASE_IMAGE" bash /tests/deb_install_test.sh "/deb/airlock_${VERSION}_amd64.deb"
-  rm -rf "$dir"
+  # The package built from build/ (scripts/build.sh), installed with apt in a fresh base container.
+  bash scripts/deb.sh --test
 }
 
 # One line per configuration: the measured grants minus one, and common

@@ -2,7 +2,6 @@
 AIRLOCK_* variables become `airlock serve` flags, arguments given last win, and a
 flag the binary does not know (--allowed-host before it exists) is not passed."""
 
-import json
 import os
 import stat
 import subprocess
@@ -13,14 +12,16 @@ from deploy_common import DEPLOY_DIR
 
 ENTRYPOINT = os.path.join(DEPLOY_DIR, "entrypoint.sh")
 
-# A stand-in for /usr/bin/airlock: prints its arguments as JSON; `serve --help`
-# lists --allowed-host only when STUB_KNOWS_ALLOWED_HOST=1.
-STUB = """#!/usr/bin/env python3
-import json, os, sys
-if sys.argv[1:] == ["serve", "--help"]:
-    print("--listen --tokens-file" + (" --allowed-host --allowed-origin" if os.environ.get("STUB_KNOWS_ALLOWED_HOST") == "1" else ""))
-    sys.exit(0)
-print(json.dumps(sys.argv[1:]))
+# A stand-in for /usr/bin/airlock (a shell script: quick to start): prints its
+# arguments NUL-terminated; `serve --help` lists --allowed-host only when
+# STUB_KNOWS_ALLOWED_HOST=1.
+STUB = """#!/bin/sh
+if [ "$*" = "serve --help" ]; then
+  echo "--listen --tokens-file"
+  [ "$STUB_KNOWS_ALLOWED_HOST" = 1 ] && echo "--allowed-host --allowed-origin"
+  exit 0
+fi
+printf '%s\\0' "$@"
 """
 
 
@@ -40,7 +41,7 @@ class Entrypoint(unittest.TestCase):
         full.update(env)
         p = subprocess.run(["/bin/sh", ENTRYPOINT, *args], env=full, capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
-        return json.loads(p.stdout), p.stderr
+        return p.stdout.split("\0")[:-1], p.stderr
 
     def test_nothing_set_is_plain_serve(self):
         argv, _ = self.run_entrypoint()
