@@ -13,8 +13,9 @@ packages=(
   libseccomp-dev libre2-dev libyaml-cpp-dev nlohmann-json3-dev libboost-dev libcli11-dev python3-dev
   # tests
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3-httpx
-  # deployment tests (tests/deploy): rendered manifests read with PyYAML
-  python3-yaml
+  # deployment tests (tests/deploy): rendered manifests read with PyYAML; nginx runs
+  # the session routing config
+  python3-yaml nginx-light
   # what sandboxed programs use (the data-science and visualization profiles)
   python3 python3-numpy python3-pandas python3-scipy python3-matplotlib
 )
