@@ -83,32 +83,48 @@ case "${1:-}" in
     ;;
 esac
 
-# Flags from the environment go first; the arguments given last win.
+# Flags from the environment go first, each as two arguments (an empty value such
+# as --audit-log '' must stay an argument); a flag also given as an argument is
+# left to the argument (airlock refuses a flag given twice).
+explicit="
+"
+for a in "$@"; do
+  case "$a" in --*) explicit="$explicit${a%%=*}
+" ;; esac
+done
+given() {
+  case "$explicit" in *"
+$1
+"*) return 0 ;; esac
+  return 1
+}
 args=""
 push() {
   # Quote each argument for the final `eval set --`.
   q=$(printf '%s' "$1" | sed "s/'/'\\\\''/g")
   args="$args '$q'"
 }
-opt() {  # opt FLAG VALUE: pushes --flag=value when value is not empty
-  if [ -n "$2" ]; then push "$1=$2"; fi
+opt() {  # opt FLAG VALUE: pushes FLAG VALUE when VALUE is not empty and FLAG is not an argument
+  if [ -n "$2" ] && ! given "$1"; then push "$1"; push "$2"; fi
 }
 
 opt --listen "${AIRLOCK_LISTEN:-}"
-if [ -n "${AIRLOCK_TOKENS_FILE:-}" ]; then
+if [ -n "${AIRLOCK_TOKENS_FILE:-}" ] && ! given --tokens-file; then
   if [ -e "$AIRLOCK_TOKENS_FILE" ]; then
-    push "--tokens-file=$AIRLOCK_TOKENS_FILE"
+    push --tokens-file; push "$AIRLOCK_TOKENS_FILE"
   else
     echo "airlock entrypoint: AIRLOCK_TOKENS_FILE=$AIRLOCK_TOKENS_FILE does not exist; no tokens file given" >&2
   fi
 fi
 opt --profiles "${AIRLOCK_PROFILES:-}"
 opt --default-profile "${AIRLOCK_DEFAULT_PROFILE:-}"
-case "${AIRLOCK_AUDIT_LOG-}" in
-  "") ;;
-  none) push "--audit-log=" ;;
-  *) push "--audit-log=$AIRLOCK_AUDIT_LOG" ;;
-esac
+if ! given --audit-log; then
+  case "${AIRLOCK_AUDIT_LOG-}" in
+    "") ;;
+    none) push --audit-log; push "" ;;
+    *) push --audit-log; push "$AIRLOCK_AUDIT_LOG" ;;
+  esac
+fi
 opt --max-concurrent "${AIRLOCK_MAX_CONCURRENT:-}"
 opt --max-queue "${AIRLOCK_MAX_QUEUE:-}"
 opt --max-body "${AIRLOCK_MAX_BODY:-}"
@@ -118,19 +134,20 @@ opt --pool-size "${AIRLOCK_POOL_SIZE:-}"
 opt --pool-recycle "${AIRLOCK_POOL_RECYCLE:-}"
 opt --allow-degraded "${AIRLOCK_ALLOW_DEGRADED:-}"
 case "${AIRLOCK_INSECURE:-}" in
-  1|true|yes) push --insecure ;;
+  1|true|yes) given --insecure || push --insecure ;;
 esac
 for pair in "AIRLOCK_ALLOWED_HOSTS --allowed-host" "AIRLOCK_ALLOWED_ORIGINS --allowed-origin"; do
   var=${pair% *}
   flag=${pair#* }
   eval "list=\${$var:-}"
   [ -n "$list" ] || continue
+  given "$flag" && continue
   if ! serve_knows "$flag"; then
     echo "airlock entrypoint: $var is set but this airlock has no $flag flag; ignored" >&2
     continue
   fi
   for item in $(printf '%s' "$list" | tr ',' ' '); do
-    push "$flag=$item"
+    push "$flag"; push "$item"
   done
 done
 

@@ -21,18 +21,21 @@ eval "$(sed -n 's/^Environment=//p' /lib/systemd/system/airlock.service | sed 's
 set -a; . /etc/default/airlock; set +a
 /usr/lib/airlock/entrypoint serve --listen 127.0.0.1:18000 --audit-log= > /tmp/airlock.out 2> /tmp/airlock.err &
 pid=$!
+trap 'echo "--- airlock stderr:"; cat /tmp/airlock.err' ERR
 python3 - "$token" <<'PY'
 import json, sys, time, urllib.request, urllib.error
 token = sys.argv[1]
 base = "http://127.0.0.1:18000"
-for _ in range(300):
+deadline = time.monotonic() + 180  # the self-test and four zygotes, on a loaded machine
+while True:
     try:
-        if urllib.request.urlopen(base + "/readyz", timeout=2).status == 200:
+        if urllib.request.urlopen(base + "/readyz", timeout=5).status == 200:
             break
     except OSError:
-        time.sleep(0.2)
-else:
-    sys.exit("the installed service never became ready")
+        pass
+    if time.monotonic() > deadline:
+        sys.exit("the installed service was not ready within 180 s")
+    time.sleep(0.5)
 def post(path, payload, auth=True):
     req = urllib.request.Request(base + path, data=json.dumps(payload).encode(),
                                  headers={"Content-Type": "application/json",
