@@ -13,6 +13,9 @@ packages=(
   libseccomp-dev libre2-dev libyaml-cpp-dev nlohmann-json3-dev libboost-dev libcli11-dev python3-dev
   # tests
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3-httpx
+  # deployment tests (tests/deploy): rendered manifests read with PyYAML; nginx runs
+  # the session routing config
+  python3-yaml nginx-light
   # what sandboxed programs use (the data-science and visualization profiles)
   python3 python3-numpy python3-pandas python3-scipy python3-matplotlib
 )
@@ -20,6 +23,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# `kubectl kustomize` renders deploy/k8s (tests/deploy): Debian's kubernetes-client,
+# unless a kubectl is already installed (another package's kubectl conflicts with it).
+command -v kubectl >/dev/null || missing+=(kubernetes-client)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
