@@ -13,12 +13,38 @@ among its fds above 2 (the runner moves fd 3 out of the way, see airlock_runner.
 
 import json
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import unittest
 
-from airlock_server import AirlockServer, expected_mode, host_processes, metric_value
+from airlock_server import SOURCE_DIR, AirlockServer, expected_mode, host_processes, metric_value
+
+
+def start_server():
+    """A server with the two profiles these tests use (fewer zygotes to start on a busy host)."""
+    profiles = tempfile.mkdtemp(prefix="airlock-overload-profiles-")
+    shutil.copy(os.path.join(SOURCE_DIR, "profiles", "minimal.yaml"), profiles)
+    # `general` without its heavy preimports: the attacks need none, and its zygote then
+    # starts in a second rather than tens on a busy host.
+    with open(os.path.join(SOURCE_DIR, "profiles", "general.yaml")) as f:
+        text = f.read()
+    start = text.index("\npreimport:\n")
+    end = text.index("\n\n", start + 1)
+    with open(os.path.join(profiles, "general.yaml"), "w") as f:
+        f.write(text[:start] + "\npreimport: []\n" + text[end:])
+    server = AirlockServer(extra_args=["--max-concurrent", "8"], profiles_dir=profiles)
+    server.profiles_tmp = profiles
+    return server.start()
+
+
+def stop_server(server):
+    try:
+        server.cleanup()
+    finally:
+        shutil.rmtree(server.profiles_tmp, ignore_errors=True)
 
 # The result channel, as the attacking code finds it.
 FIND_CHANNEL = """
@@ -98,11 +124,11 @@ def percentile(values, q):
 class ServiceOverloadTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = AirlockServer(extra_args=["--max-concurrent", "8"]).start()
+        cls.server = start_server()
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.cleanup()
+        stop_server(cls.server)
 
     def run_code(self, code, timeout=60, **fields):
         fields.setdefault("profile", "general")
@@ -209,11 +235,11 @@ class OverloadTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = AirlockServer(extra_args=["--max-concurrent", "8"]).start()
+        cls.server = start_server()
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.cleanup()
+        stop_server(cls.server)
 
     def post(self, payload, timeout=60):
         try:
