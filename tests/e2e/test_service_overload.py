@@ -92,8 +92,9 @@ time.sleep(30)
 # The runner's last word, forged, then the program lives on (and is throttled to a small CPU
 # share): the old server answered and freed the run's slot while it still ran.
 FORGED_END = FIND_CHANNEL + """
-with open('/proc/self/comm', 'w') as f:
-    f.write('MARKER')
+import ctypes
+if ctypes.CDLL(None).prctl(15, b'MARKER', 0, 0, 0) != 0:  # PR_SET_NAME: the host finds it by it
+    raise SystemExit('prctl(PR_SET_NAME) failed')
 os.write(ch, b'{"type":"end","exit_code":0}\\n')
 os.close(ch)
 os.close(1)
