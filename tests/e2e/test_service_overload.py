@@ -215,7 +215,7 @@ class ServiceOverloadTest(unittest.TestCase):
             while not stop.is_set():
                 self.run_code(SLOW_HANDOFF, timeout_s=2, limits={"cpu": 0.001})
 
-        attackers = [threading.Thread(target=attack) for _ in range(3)]
+        attackers = [threading.Thread(target=attack) for _ in range(6)]
         for t in attackers:
             t.start()
         time.sleep(0.3)
@@ -225,7 +225,8 @@ class ServiceOverloadTest(unittest.TestCase):
             stop.set()
             for t in attackers:
                 t.join()
-        self.assertLess(percentile(loaded, 0.5), percentile(alone, 0.5) + 0.25,
+        # Before: each attacker's hand-off held the launcher ~0.35 s (seconds on a busy host).
+        self.assertLess(percentile(loaded, 0.5), percentile(alone, 0.5) + 0.75,
                         f"honest latencies alone {alone}, beside slow hand-offs {loaded}")
 
 
