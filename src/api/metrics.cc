@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "isolation/cgroup.h"
+
 namespace airlock::api {
 namespace {
 
@@ -39,7 +41,7 @@ void Header(std::string& out, const char* name, const char* type, const char* he
 Metrics::Metrics()
     : bounds_{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}, buckets_(bounds_.size(), 0) {
   // Known series start at 0 (Prometheus practice): rates work from the first scrape.
-  for (const char* o : {"ok", "error", "timeout", "memory", "pids", "output", "signal", "cancelled", "failed"}) {
+  for (const char* o : {"ok", "error", "timeout", "memory", "pids", "output", "signal", "cancelled", "channel", "failed"}) {
     executions_[o] = 0;
   }
   for (const char* r : {"policy", "invalid", "too_large", "overloaded", "unauthorized", "unavailable"}) rejected_[r] = 0;
@@ -133,6 +135,9 @@ std::string Metrics::Render() const {
   out += std::string("airlock_ready ") + (ready_ ? "1" : "0") + "\n";
   Header(out, "airlock_audit_records_dropped_total", "counter", "Audit records dropped because the sink was too slow.");
   out += "airlock_audit_records_dropped_total " + std::to_string(audit_dropped_) + "\n";
+  Header(out, "airlock_cgroups_leaked", "gauge",
+         "Run cgroup directories that could not be removed (retried as runs end).");
+  out += "airlock_cgroups_leaked " + std::to_string(isolation::RunCgroup::LeakedDirs()) + "\n";
   return out;
 }
 

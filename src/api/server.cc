@@ -102,8 +102,13 @@ struct Server::Impl {
 
   // One launcher thread: every run is launched from it (see Service::Start).
   net::thread_pool launcher{1};
-  // Finishing runs (reaping, cgroup removal) and preparing large requests.
+  // Finishing runs (reaping, parsing the result channel) and preparing large
+  // requests.
   net::thread_pool workers{2};
+  // Tearing runs down (killing what is left, waiting for init, removing the
+  // cgroup: up to seconds for a big run): apart, so that answers never wait
+  // behind a teardown. The run's slot is released when its teardown is done.
+  net::thread_pool reaper{2};
 
   std::unique_ptr<net::io_context> io;
   std::unique_ptr<tcp::acceptor> acceptor;
@@ -211,6 +216,7 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     if (!ex.ok()) {
       Done done = std::move(done_);
       done(RunOutcome{ex.status(), {}});
+      s_.ReleaseSlot();  // nothing to tear down
       return;
     }
     ex_ = std::move(*ex);
@@ -260,6 +266,9 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
         break;
       case kChan:
         chan_open_ = channel_.ReadFrom(fd_[kChan]);
+        // A flood: more than the runner protocol allows. The rest is read and
+        // dropped until the run is gone.
+        if (channel_.overflowed()) ex_->Cancel(exec::KillReason::kChannel, channel_.overflow_detail());
         if (chan_open_) Wait(kChan);
         break;
     }
@@ -300,27 +309,29 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     // init), so the channel holds all there is: read it to EOF.
     if (chan_open_) chan_open_ = channel_.ReadFrom(fd_[kChan]);
     chan_.release();
-    if (end) return Complete(ex_->FinishOnEnd(end->exit_code, end->max_rss_kb));
-    if (ex_->adopted()) {
-      // Nothing to wait for (its zygote reaps it): finish on this thread.
-      exec::RunResult result = ex_->Finish();
-      return Complete(result);
-    }
-    net::post(s_.workers, [self = shared_from_this()] {
-      exec::RunResult result = self->ex_->Finish();
-      net::post(*self->s_.io, [self, result = std::move(result)] { self->Complete(result); });
+    // The rest is off the loop: Finish may wait for a killed run's init, and
+    // the channel (up to the byte cap) is parsed there.
+    net::post(s_.workers, [self = shared_from_this(), end] {
+      exec::RunResult result =
+          end ? self->ex_->FinishOnEnd(end->exit_code, end->max_rss_kb) : self->ex_->Finish();
+      RunOutcome o;
+      o.response = self->s_.svc.Complete(*self->plan_, result, self->channel_);
+      net::post(*self->s_.io, [self, o = std::move(o)]() mutable { self->Complete(std::move(o)); });
     });
   }
 
-  void Complete(const exec::RunResult& result) {
-    RunOutcome o;
-    o.response = s_.svc.Complete(*plan_, result, channel_);
+  // Answer early, account late: the response goes now; the run's slot is
+  // released once the run is torn down (whatever is left of it killed, its
+  // init gone, its cgroup removed), so that a run answered from its end
+  // event, forged or not, never outlives its place in the concurrency limit.
+  void Complete(RunOutcome o) {
     std::unique_ptr<exec::Execution> ex = std::move(ex_);
     Done done = std::move(done_);
     done(std::move(o));
-    // The run's cgroup directories go after the response is on its way
-    // (rmdir of a v1 memory cgroup can take milliseconds).
-    net::post(s_.workers, [ex = std::move(ex)]() mutable { ex.reset(); });
+    net::post(s_.reaper, [ex = std::move(ex), &s = s_]() mutable {
+      ex.reset();
+      net::post(*s.io, [&s] { s.ReleaseSlot(); });
+    });
   }
 
   Server::Impl& s_;
@@ -769,8 +780,7 @@ void Session::OnClientGone() {
 
 void Session::OnRunDone(RunOutcome o) {
   s_.drivers.erase(req_.driver);
-  req_.driver.reset();
-  s_.ReleaseSlot();
+  req_.driver.reset();  // the driver releases the run's slot once the run is torn down
   state_ = State::kHandling;
   if (!o.status.ok()) {
     log::Error("request " + req_.id + ": the run could not be started: " + o.status.ToString());
@@ -816,6 +826,7 @@ Server::Impl::~Impl() {
   launcher.stop();
   launcher.join();
   workers.join();
+  reaper.join();
   error_code ignored;
   acceptor->close(ignored);
   signals->cancel(ignored);

@@ -81,10 +81,13 @@ Execution::~Execution() {
   const bool kill = !finished_ || finished_on_end_;
   if (run_.adopted) {
     // Abandoned, or answered from the program's end event while the run was
-    // still being torn down: kill its init. Either way, wait until the init
-    // is gone: it goes last (the kernel empties its pid namespace first), so
-    // the cgroup is empty then and its removal below needs no polling.
-    if (kill && run_.pidfd) ::syscall(SYS_pidfd_send_signal, run_.pidfd.get(), SIGKILL, nullptr, 0);
+    // still being torn down: kill it by the one kill path (its init, and the
+    // CPU quota lifted, or a throttled run would take its time to die).
+    // Either way, wait until the init is gone: it goes last (the kernel
+    // empties its pid namespace first), so the cgroup is empty then and its
+    // removal below needs no polling. A server destroys Executions off its
+    // event loop.
+    if (kill) isolation::StartKillingRun(run_);
     WaitForInit(run_);
     return;  // the cgroup's destructor kills whatever is left (nothing) and removes it
   }
@@ -239,7 +242,7 @@ bool Execution::CanFinishOnEnd() const {
   if (!run_.cgroup || run_.program_pid <= 0) return false;  // cannot tell: wait for init's report
   int64_t tasks = run_.cgroup->ReadTaskCount();
   if (tasks < 0 || tasks > 2) return false;
-  auto children = isolation::ChildrenOf(run_.pid);
+  auto children = isolation::ChildrenOfPidfd(run_.pidfd.get());
   if (!children.ok()) return false;
   for (pid_t child : *children) {
     if (child != run_.program_pid) return false;

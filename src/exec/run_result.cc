@@ -12,6 +12,7 @@ const char* KillReasonName(KillReason reason) {
     case KillReason::kSignal: return "signal";
     case KillReason::kCancelled: return "cancelled";
     case KillReason::kLost: return "lost";
+    case KillReason::kChannel: return "channel";
   }
   return nullptr;
 }

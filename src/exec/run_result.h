@@ -9,10 +9,12 @@
 
 namespace airlock::exec {
 
-enum class KillReason { kNone, kTimeout, kMemory, kPids, kOutput, kSignal, kCancelled, kLost };
+enum class KillReason { kNone, kTimeout, kMemory, kPids, kOutput, kSignal, kCancelled, kLost, kChannel };
 
 // "timeout", "memory", "pids", "output", "signal", "cancelled", "lost" (the warm
-// pool's zygote died under the run: not the code's doing); nullptr for kNone.
+// pool's zygote died under the run: not the code's doing), "channel" (the run
+// wrote more to its result channel than the runner protocol allows); nullptr
+// for kNone.
 const char* KillReasonName(KillReason reason);
 
 struct StreamCapture {

@@ -143,14 +143,33 @@ struct WarmPool::Impl {
   std::condition_variable adopt_cv;
   std::deque<Adoption> to_adopt;  // guarded by adopt_mu
   std::vector<Adoption> adopted;  // done (ok or not), for the pool thread; guarded by adopt_mu
+  std::deque<Slot> to_discard;    // runs TakeRun gave up on; guarded by adopt_mu
   bool adopters_stop = false;     // guarded by adopt_mu
+
+  // Discards a run on an adopter thread: killing it and removing its cgroup
+  // can wait on the kernel (up to seconds), and TakeRun runs on a server's
+  // event loop or its launcher thread.
+  void DiscardLater(Slot slot) {
+    {
+      std::lock_guard<std::mutex> lock(adopt_mu);
+      to_discard.push_back(std::move(slot));
+    }
+    adopt_cv.notify_one();
+  }
 
   void AdopterLoop() {
     for (;;) {
       Adoption a;
       {
         std::unique_lock<std::mutex> lock(adopt_mu);
-        adopt_cv.wait(lock, [&] { return adopters_stop || !to_adopt.empty(); });
+        adopt_cv.wait(lock, [&] { return adopters_stop || !to_adopt.empty() || !to_discard.empty(); });
+        if (!to_discard.empty()) {
+          Slot slot = std::move(to_discard.front());
+          to_discard.pop_front();
+          lock.unlock();
+          Discard(slot);
+          continue;
+        }
         if (to_adopt.empty()) return;  // stopping
         a = std::move(to_adopt.front());
         to_adopt.pop_front();
@@ -171,7 +190,7 @@ struct WarmPool::Impl {
         host.cgroups, "warm-" + std::to_string(::getpid()) + "-" + std::to_string(cgroup_counter++), p.profile.limits);
     if (!cgroup.ok()) return cgroup.status();
     slot.run.cgroup = std::move(*cgroup);
-    RETURN_IF_ERROR(slot.run.cgroup->AddProcess(slot.run.pid));
+    RETURN_IF_ERROR(slot.run.cgroup->AddProcessByPidfd(slot.run.pidfd.get()));
     struct timeval tv = {2, 0};  // a hand-off never waits long on a run that stopped reading
     ::setsockopt(slot.control.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (::send(slot.control.get(), &isolation::kWarmGo, 1, MSG_NOSIGNAL) != 1) {
@@ -374,7 +393,7 @@ struct WarmPool::Impl {
       p.backoff_ms = 500;
       p.refills++;
       // Read here, off the request's path: Execution::CanFinishOnEnd needs it.
-      if (auto children = isolation::ChildrenOf(slot.run.pid); children.ok() && children->size() == 1) {
+      if (auto children = isolation::ChildrenOfPidfd(slot.run.pidfd.get()); children.ok() && children->size() == 1) {
         slot.run.program_pid = children->front();
       }
       {
@@ -586,6 +605,8 @@ void WarmPool::Impl::Shutdown() {
   to_adopt.clear();
   for (Adoption& a : adopted) Discard(a.slot);
   adopted.clear();
+  for (Slot& slot : to_discard) Discard(slot);
+  to_discard.clear();
   for (auto& pp : pools) {
     Pool& p = *pp;
     DropRunsOf(p, nullptr);
@@ -674,13 +695,20 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
     }
     impl_->Wake();  // refill
     if (Readable(slot.run.pidfd.get())) {  // died while waiting (its zygote, most likely)
-      Discard(slot);
+      impl_->DiscardLater(std::move(slot));
       continue;
     }
+    // The request's limits, the CPU quota last: a run throttled to a small
+    // share would read a large request slowly, holding up the caller (the
+    // single launcher thread) and every launch behind it. It runs the code
+    // only once it has read the whole request, so the quota is in force a
+    // write() later; memory and pids are lowered before it can run anything.
+    isolation::Limits first = spec.limits;
+    first.cpus = p->profile.limits.cpus;
     if (slot.run.cgroup) {
-      if (Status s = slot.run.cgroup->ChangeLimits(p->profile.limits, spec.limits); !s.ok()) {
+      if (Status s = slot.run.cgroup->ChangeLimits(p->profile.limits, first); !s.ok()) {
         log::Warn("warm pool " + profile + ": " + s.ToString());
-        Discard(slot);
+        impl_->DiscardLater(std::move(slot));
         continue;
       }
     }
@@ -696,8 +724,15 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
       sent += static_cast<size_t>(n);
     }
     if (sent < message.size()) {
-      Discard(slot);
+      impl_->DiscardLater(std::move(slot));
       continue;
+    }
+    if (slot.run.cgroup) {
+      if (Status s = slot.run.cgroup->ChangeLimits(first, spec.limits); !s.ok()) {
+        log::Warn("warm pool " + profile + ": " + s.ToString());
+        impl_->DiscardLater(std::move(slot));  // it has the code: it must not run unrestricted
+        continue;
+      }
     }
     slot.control.reset();
     p->handoffs++;

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -9,11 +10,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstring>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -23,6 +26,7 @@
 #include "base/log.h"
 #include "base/scope_exit.h"
 #include "base/unique_fd.h"
+#include "isolation/sandbox.h"
 
 namespace airlock::isolation {
 namespace {
@@ -667,16 +671,19 @@ int64_t RunCgroup::ReadTaskCount() const {
   return end == buf.c_str() || n < 0 ? -1 : n;
 }
 
-void RunCgroup::LiftCpuLimit() {
-  if (cpu_dir_.empty() || fake_tree_) return;
+Status RunCgroup::LiftCpuLimit() {
+  if (cpu_dir_.empty() || fake_tree_) return Status::Ok();
   // And the largest weight: among busy runs, the dying one is scheduled first.
-  if (version_ == CgroupVersion::kV2) {
-    WriteControl(cpu_dir_ + "/cpu.max", "max", false);
-    WriteControl(cpu_dir_ + "/cpu.weight", "10000", false);
-  } else {
-    WriteControl(cpu_dir_ + "/cpu.cfs_quota_us", "-1", false);
-    WriteControl(cpu_dir_ + "/cpu.shares", "262144", false);
-  }
+  const bool v2 = version_ == CgroupVersion::kV2;
+  const std::string quota = cpu_dir_ + (v2 ? "/cpu.max" : "/cpu.cfs_quota_us");
+  const char* unlimited = v2 ? "max" : "-1";
+  const std::string weight = cpu_dir_ + (v2 ? "/cpu.weight" : "/cpu.shares");
+  const char* largest = v2 ? "10000" : "262144";
+  int err = WriteControl(quota, unlimited, false);
+  if (err != 0) return WriteStatus(quota, unlimited, err);
+  err = WriteControl(weight, largest, false);
+  if (err != 0) return WriteStatus(weight, largest, err);
+  return Status::Ok();
 }
 
 Status RunCgroup::AddProcess(pid_t pid) {
@@ -685,6 +692,24 @@ Status RunCgroup::AddProcess(pid_t pid) {
   for (const std::string& dir : dirs_) {
     const std::string path = dir + "/cgroup.procs";
     if (int err = WriteControl(path, value, fake_tree_)) return WriteStatus(path, value, err);
+  }
+  return Status::Ok();
+}
+
+Status RunCgroup::AddProcessByPidfd(int pidfd) {
+  auto exited = [pidfd] {
+    struct pollfd p = {pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) != 0;
+  };
+  auto pid = PidOfPidfd(pidfd);
+  if (!pid.ok()) return pid.status();
+  if (exited()) return Unavailable("AddProcessByPidfd: the process exited before it was added");
+  RETURN_IF_ERROR(AddProcess(*pid));
+  if (exited()) {
+    // It may have been reaped and its pid reused before the write: what was
+    // moved cannot be told. Nothing in this cgroup is killed by us.
+    foreign_ = true;
+    return Unavailable("AddProcessByPidfd: the process exited while it was being added");
   }
   return Status::Ok();
 }
@@ -721,7 +746,7 @@ uint64_t RunCgroup::ReadCpuUsageNs() const {
 
 void RunCgroup::KillAll() {
   // A fake tree's cgroup.procs lists whatever a test wrote (often its own pid).
-  if (fake_tree_ || dirs_.empty()) return;
+  if (fake_tree_ || foreign_ || dirs_.empty()) return;
   const auto start = Clock::now();
   bool kernel_kill = false;
   if (version_ == CgroupVersion::kV2) {
@@ -787,7 +812,57 @@ void RunCgroup::KillAll() {
   }
 }
 
+namespace {
+
+// Directories whose removal failed, retried by later destructors.
+std::mutex g_leaked_mu;
+struct Leak {
+  std::string dir;
+  bool kill;  // false: what is in it may not be the run's (AddProcessByPidfd)
+};
+std::vector<Leak> g_leaked;  // guarded by g_leaked_mu
+std::atomic<int64_t> g_leaked_count{0};
+
+// One pass over leaked directories: SIGKILL what is listed (pinned by pidfd
+// and checked still listed, as KillAll does), then one rmdir each.
+void RetryLeaked() {
+  std::vector<Leak> dirs;
+  {
+    std::lock_guard<std::mutex> lock(g_leaked_mu);
+    dirs.swap(g_leaked);
+  }
+  if (dirs.empty()) return;
+  std::vector<Leak> still;
+  std::string buf;
+  for (const Leak& leak : dirs) {
+    const std::string& dir = leak.dir;
+    std::vector<pid_t> pids;
+    if (leak.kill && ReadControl(dir + "/cgroup.procs", &buf) == 0) ParsePids(buf, &pids);
+    for (pid_t pid : pids) {
+      int fd = PidfdOpen(pid);
+      if (fd < 0) continue;
+      std::vector<pid_t> now;
+      if (ReadControl(dir + "/cgroup.procs", &buf) == 0) ParsePids(buf, &now);
+      if (std::find(now.begin(), now.end(), pid) != now.end()) PidfdKill(fd);
+      ::close(fd);
+    }
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) {
+      log::Info("removed cgroup " + dir + " on a retry");
+      continue;
+    }
+    still.push_back(leak);
+  }
+  std::lock_guard<std::mutex> lock(g_leaked_mu);
+  g_leaked.insert(g_leaked.end(), still.begin(), still.end());
+  g_leaked_count = static_cast<int64_t>(g_leaked.size());
+}
+
+}  // namespace
+
+int64_t RunCgroup::LeakedDirs() { return g_leaked_count.load(); }
+
 RunCgroup::~RunCgroup() {
+  if (!fake_tree_) RetryLeaked();
   KillAll();
   const auto start = Clock::now();
   // Children before parents would matter only for nested dirs; ours are
@@ -800,8 +875,11 @@ RunCgroup::~RunCgroup() {
       if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) break;
       int err = errno;
       // EBUSY: tasks that were killed are still leaving the cgroup.
-      if (err != EBUSY || Clock::now() - start > kDrainTimeout) {
-        log::Warn("cannot remove cgroup " + dir + ": " + Errno(err) + " (it leaks until removed by hand)");
+      if (err != EBUSY || Clock::now() - start > kDrainTimeout || foreign_) {
+        log::Warn("cannot remove cgroup " + dir + ": " + Errno(err) + " (retried when another run ends)");
+        std::lock_guard<std::mutex> lock(g_leaked_mu);
+        g_leaked.push_back(Leak{dir, !foreign_});
+        g_leaked_count = static_cast<int64_t>(g_leaked.size());
         break;
       }
       std::this_thread::sleep_for(delay);

@@ -83,6 +83,13 @@ class RunCgroup {
   ~RunCgroup();  // KillAll(), then removes the directories (retrying while they drain)
 
   Status AddProcess(pid_t pid);
+  // The same for the process a pidfd refers to (a warm run's init, another
+  // process's child): by its pid, checked that it had not exited before and
+  // after the write, so a recycled pid is never taken for it. When it exited
+  // meanwhile, the error says so and the cgroup is marked not ours to kill in
+  // (whatever is in it then may be an unrelated process that got the pid):
+  // it is only removed when empty.
+  Status AddProcessByPidfd(int pidfd);
   // Rewrites the memory, pids and cpu limits that differ between `from` (what
   // the cgroup has) and `to` (a warm run handed to a request with its own).
   Status ChangeLimits(const Limits& from, const Limits& to);
@@ -95,7 +102,7 @@ class RunCgroup {
   // Removes the CPU bandwidth limit and gives the largest CPU weight (best
   // effort): a run that is being killed must not wait for its quota's next
   // period (up to 100 ms), or behind busy runs, to die.
-  void LiftCpuLimit();
+  Status LiftCpuLimit();
   // SIGKILLs every process in the cgroup (cgroup.kill on v2 where present, else
   // repeated reads of cgroup.procs) and waits until it is empty (bounded, ~2 s).
   void KillAll();
@@ -103,12 +110,18 @@ class RunCgroup {
   // Paths created, for diagnostics and leak tests.
   const std::vector<std::string>& dirs() const { return dirs_; }
 
+  // Cgroup directories whose removal failed (a KillAll that gave up, a
+  // process we may not kill): each later ~RunCgroup retries them (one kill
+  // pass and one rmdir each, no waiting). For /metrics.
+  static int64_t LeakedDirs();
+
  private:
   RunCgroup() = default;
   CgroupVersion version_ = CgroupVersion::kNone;
   std::vector<std::string> dirs_;
   std::string memory_dir_, pids_dir_, cpu_dir_, cpuacct_dir_;
   bool fake_tree_ = false;
+  bool foreign_ = false;  // AddProcessByPidfd could not tell what it moved: never KillAll
 };
 
 }  // namespace airlock::isolation

@@ -375,6 +375,19 @@ StatusOr<std::vector<pid_t>> ChildrenOf(pid_t pid) {
   return out;
 }
 
+StatusOr<std::vector<pid_t>> ChildrenOfPidfd(int pidfd) {
+  ASSIGN_OR_RETURN(pid_t pid, PidOfPidfd(pidfd));
+  auto exited = [pidfd] {
+    struct pollfd p = {pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) != 0;
+  };
+  if (exited()) return Unavailable("ChildrenOfPidfd: the process has exited");
+  ASSIGN_OR_RETURN(std::vector<pid_t> children, ChildrenOf(pid));
+  // Still not exited: it held its pid all along, so the list was its own.
+  if (exited()) return Unavailable("ChildrenOfPidfd: the process exited while its children were read");
+  return children;
+}
+
 StatusOr<pid_t> PidOfPidfd(int pidfd) {
   ASSIGN_OR_RETURN(std::string info, ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd)));
   size_t pos = info.find("\nPid:");
@@ -405,7 +418,7 @@ void KillRun(Launched& run) {
   if (run.pidfd) ::syscall(SYS_pidfd_send_signal, run.pidfd.get(), SIGKILL, nullptr, 0);
   if (run.cgroup) {
     // A throttled process handles its SIGKILL only when it next runs.
-    run.cgroup->LiftCpuLimit();
+    if (Status s = run.cgroup->LiftCpuLimit(); !s.ok()) log::Warn("killing a run: " + s.ToString());
     run.cgroup->KillAll();
   }
 }
@@ -414,7 +427,9 @@ void StartKillingRun(Launched& run) {
   if (!run.pidfd || ::syscall(SYS_pidfd_send_signal, run.pidfd.get(), SIGKILL, nullptr, 0) != 0) {
     return KillRun(run);  // no pidfd, or init is gone already: be thorough
   }
-  if (run.cgroup) run.cgroup->LiftCpuLimit();
+  if (run.cgroup) {
+    if (Status s = run.cgroup->LiftCpuLimit(); !s.ok()) log::Warn("killing a run: " + s.ToString());
+  }
 }
 
 }  // namespace airlock::isolation

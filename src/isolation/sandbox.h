@@ -106,6 +106,10 @@ void StartKillingRun(Launched& run);
 // The children of process `pid` (its main thread's: /proc/PID/task/PID/children),
 // zombies included until they are fully released.
 StatusOr<std::vector<pid_t>> ChildrenOf(pid_t pid);
+// The same for the process a pidfd refers to: read by its pid, then checked
+// that the process has not exited meanwhile (so the pid was not recycled: the
+// list is that process's children). An error once it has exited.
+StatusOr<std::vector<pid_t>> ChildrenOfPidfd(int pidfd);
 // The pid (in our pid namespace) of the process a pidfd refers to; an error
 // once it has been reaped or when it is not visible here.
 StatusOr<pid_t> PidOfPidfd(int pidfd);

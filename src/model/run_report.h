@@ -19,7 +19,7 @@ struct RunReport {
   int exit_code = 0;
   int signal = 0;  // 0: the program exited (rendered as null)
   bool timed_out = false;
-  std::optional<std::string> kill_reason;  // "timeout", "memory", "pids", "output", "signal", "cancelled"
+  std::optional<std::string> kill_reason;  // "timeout", "memory", "pids", "output", "signal", "cancelled", "channel"
   std::string kill_detail;
   std::string stdout_text, stderr_text;  // raw bytes; invalid UTF-8 is replaced when rendered
   bool stdout_truncated = false, stderr_truncated = false;

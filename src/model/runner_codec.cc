@@ -1,4 +1,6 @@
 // JSON of the runner protocol (model/runner_protocol.h).
+#include <map>
+
 #include "model/json_util.h"
 #include "model/runner_protocol.h"
 
@@ -12,11 +14,13 @@ namespace {
 // At most this many display results are kept from the channel (the runner
 // caps them itself; this guards against a forged flood).
 constexpr size_t kMaxDisplays = 64;
-
-std::string StringField(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+// A runner batch is at most max_results (16) results, a truncated, an error
+// and an end event; more in one batch is forged and dropped.
+constexpr size_t kMaxBatchEvents = 64;
+// JSON values in the final batch's results (each becomes a node of the
+// response's DOM, ~50 bytes): a `_repr_json_` of a million empty lists must
+// not cost the server 50 MB. Results past it are dropped, marked truncated.
+constexpr size_t kMaxResultValues = size_t{1} << 16;
 
 }  // namespace
 
@@ -42,10 +46,172 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
   return Dump(j);
 }
 
+namespace {
+
+// One event line as the SAX pass saw it: only what the protocol uses is kept.
+struct Event {
+  std::string type;
+  bool is_main_result = false;
+  bool has_data = false;          // "data" was an object
+  std::string data_json;          // that object, re-serialized as it was read
+  std::string text_plain;         // data["text/plain"] when a string
+  size_t data_values = 0;         // JSON values in "data" (what a DOM of it would hold)
+  std::string name, value, traceback;  // an error event's fields
+  std::optional<int64_t> exit_code;    // an end event's
+};
+
+// A SAX handler for one line: no DOM is built, so memory is the line's own
+// strings, and nesting is refused past kMaxEventDepth before the parser goes
+// deeper (nlohmann's SAX parser keeps one bit per open level). The line must
+// be an object whose fields are scalars, except "data", an object whose
+// values may nest (a `_repr_json_` result); "data" is written back to text as
+// it is read, duplicate keys kept last-wins at its top level.
+class EventSax {
+ public:
+  using json_t = nlohmann::json;
+  explicit EventSax(Event* ev) : ev_(ev) {}
+
+  bool null() { return Scalar("null"); }
+  bool boolean(bool v) {
+    if (depth_ == 1 && key_ == "is_main_result") ev_->is_main_result = v;
+    return Scalar(v ? "true" : "false");
+  }
+  bool number_integer(json_t::number_integer_t v) {
+    if (depth_ == 1 && key_ == "exit_code") ev_->exit_code = v;
+    return Scalar(std::to_string(v));
+  }
+  bool number_unsigned(json_t::number_unsigned_t v) {
+    if (depth_ == 1 && key_ == "exit_code" && v <= static_cast<uint64_t>(INT64_MAX)) {
+      ev_->exit_code = static_cast<int64_t>(v);
+    }
+    return Scalar(std::to_string(v));
+  }
+  bool number_float(json_t::number_float_t, const std::string& text) { return Scalar(text); }
+  bool string(std::string& v) {
+    if (depth_ == 1) {
+      if (key_ == "type") ev_->type = v;
+      else if (key_ == "name") ev_->name = std::move(v);
+      else if (key_ == "value") ev_->value = std::move(v);
+      else if (key_ == "traceback") ev_->traceback = std::move(v);
+      return true;
+    }
+    if (depth_ == 2 && key_ == "text/plain") ev_->text_plain = v;
+    return Scalar(Dump(json(std::move(v))));
+  }
+  bool binary(json_t::binary_t&) { return false; }
+  bool start_object(std::size_t) {
+    if (depth_ == 0) return ++depth_, true;
+    if (depth_ == 1 && key_ != "data") return false;  // the protocol's fields are flat
+    if (depth_ >= kMaxEventDepth) return false;
+    if (depth_ == 1) {
+      ev_->has_data = true;
+      data_.clear();  // a repeated "data": the last one counts
+    } else {
+      Open('{');
+    }
+    ++depth_;
+    return true;
+  }
+  bool key(std::string& k) {
+    if (depth_ <= 2) {
+      key_ = k;
+      if (depth_ == 2) {
+        mime_ = k;
+        cur_.clear();
+        first_ = true;
+      }
+      return true;
+    }
+    Separator();
+    cur_ += Dump(json(k));
+    cur_ += ':';
+    first_ = true;  // the value that follows needs no comma
+    return true;
+  }
+  bool end_object() {
+    --depth_;
+    if (depth_ >= 2) Close('}');
+    if (depth_ == 1) key_.clear();
+    return true;
+  }
+  bool start_array(std::size_t) {
+    if (depth_ < 2 || depth_ >= kMaxEventDepth) return false;
+    Open('[');
+    ++depth_;
+    return true;
+  }
+  bool end_array() {
+    --depth_;
+    Close(']');
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+
+  // The data object's text, once the line parsed.
+  void FinishData() {
+    if (!ev_->has_data) return;
+    json_t::string_t out = "{";
+    bool first = true;
+    for (auto& [k, v] : data_) {
+      if (!first) out += ',';
+      first = false;
+      out += Dump(json(k));
+      out += ':';
+      out += v;
+    }
+    out += '}';
+    ev_->data_json = std::move(out);
+  }
+
+ private:
+  // A value inside "data" (depth >= 2); fields at depth 1 are taken above.
+  bool Scalar(const std::string& text) {
+    if (depth_ < 2) return depth_ == 1;
+    Separator();
+    cur_ += text;
+    ++ev_->data_values;
+    if (depth_ == 2) data_[mime_] = std::move(cur_), cur_.clear();
+    return true;
+  }
+  void Open(char c) {
+    Separator();
+    cur_ += c;
+    ++ev_->data_values;
+    first_ = true;
+  }
+  void Close(char c) {
+    cur_ += c;
+    first_ = false;
+    if (depth_ == 2) data_[mime_] = std::move(cur_), cur_.clear();
+  }
+  void Separator() {
+    if (!first_ && !cur_.empty()) cur_ += ',';
+    first_ = false;
+  }
+
+  Event* ev_;
+  size_t depth_ = 0;
+  std::string key_;   // the current key at depth 1 or 2
+  std::string mime_;  // the current key of "data"
+  std::string cur_;   // the value of data[mime_] being written
+  bool first_ = true;  // no comma before the next value
+  std::map<std::string, std::string> data_;  // data's top level, last key wins
+};
+
+bool ParseEvent(std::string_view line, Event* ev) {
+  EventSax sax(ev);
+  if (!json::sax_parse(line, &sax, json::input_format_t::json, /*strict=*/true)) return false;
+  sax.FinishData();
+  return !ev->type.empty();
+}
+
+}  // namespace
+
 RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated) {
   RunnerEvents out;
   out.truncated = channel_truncated;
-  std::vector<json> batch, final_batch;
+  // Only the events of one batch are kept at a time, and only their strings.
+  std::vector<Event> batch, final_batch;
   bool have_end = false;
   while (!channel.empty()) {
     size_t nl = channel.find('\n');
@@ -53,39 +219,40 @@ RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated)
     channel = nl == std::string_view::npos ? std::string_view() : channel.substr(nl + 1);
     if (line.empty()) continue;
     if (nl == std::string_view::npos && channel_truncated) break;  // a cut-off last line
-    if (internal::JsonDepth(line) > kMaxEventDepth) {
+    Event ev;
+    if (line.size() > kMaxEventLineBytes || !ParseEvent(line, &ev)) {
       ++out.malformed_lines;
       continue;
     }
-    json ev = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (ev.is_discarded() || !ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
-      ++out.malformed_lines;
-      continue;
-    }
-    if (ev["type"] == "end") {
+    if (ev.type == "end") {
       batch.push_back(std::move(ev));
       final_batch = std::move(batch);
       batch.clear();
       have_end = true;
-    } else {
+    } else if (batch.size() < kMaxBatchEvents) {
       batch.push_back(std::move(ev));
+    } else {
+      ++out.malformed_lines;  // more events than any runner batch has
     }
   }
   if (!have_end) return out;  // no runner batch: only what user code may have written
 
-  for (const json& ev : final_batch) {
-    const std::string type = ev["type"].get<std::string>();
-    if (type == "result") {
-      auto data = ev.find("data");
-      if (data == ev.end() || !data->is_object()) {
+  size_t values = 0;  // what the response's DOM will hold of the results
+  for (Event& ev : final_batch) {
+    if (ev.type == "result") {
+      if (!ev.has_data) {
         ++out.malformed_lines;
         continue;
       }
+      if (values + ev.data_values > kMaxResultValues) {
+        out.truncated = true;
+        continue;
+      }
+      values += ev.data_values;
       DisplayResult r;
-      auto main = ev.find("is_main_result");
-      r.is_main_result = main != ev.end() && main->is_boolean() && main->get<bool>();
-      r.data_json = Dump(*data);
-      r.text_plain = StringField(*data, "text/plain");
+      r.is_main_result = ev.is_main_result;
+      r.data_json = std::move(ev.data_json);
+      r.text_plain = std::move(ev.text_plain);
       if (r.is_main_result) {
         out.main_result = std::move(r);
       } else if (out.displays.size() < kMaxDisplays) {
@@ -93,13 +260,14 @@ RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated)
       } else {
         out.truncated = true;
       }
-    } else if (type == "truncated") {
+    } else if (ev.type == "truncated") {
       out.truncated = true;
-    } else if (type == "error") {
-      out.error = ErrorInfo{StringField(ev, "name"), StringField(ev, "value"), StringField(ev, "traceback")};
-    } else if (type == "end") {
-      auto code = ev.find("exit_code");
-      if (code != ev.end() && code->is_number_integer()) out.end_exit_code = code->get<int>();
+    } else if (ev.type == "error") {
+      out.error = ErrorInfo{std::move(ev.name), std::move(ev.value), std::move(ev.traceback)};
+    } else if (ev.type == "end") {
+      if (ev.exit_code && *ev.exit_code >= INT32_MIN && *ev.exit_code <= INT32_MAX) {
+        out.end_exit_code = static_cast<int>(*ev.exit_code);
+      }
     }
   }
   return out;

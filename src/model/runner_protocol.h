@@ -7,10 +7,13 @@
 //   model::RunnerEvents ev = model::ParseRunnerEvents(bytes, truncated);
 //
 // The event channel is untrusted: user code can find it (/proc/self/fd) and
-// write to it before the runner does. ParseRunnerEvents bounds every line's
-// nesting and only takes the events of the runner's final batch (after the
-// previous "end" event, up to the last one); without an "end" event (the run
-// was killed, or called os._exit) it reports no result and no error.
+// write to it before the runner does. ParseRunnerEvents parses each line with
+// a SAX pass (no DOM: memory is the line's strings; nesting refused past
+// kMaxEventDepth; fields other than "data" must be scalars) and only takes the
+// events of the runner's final batch (after the previous "end" event, up to
+// the last one); without an "end" event (the run was killed, or called
+// os._exit) it reports no result and no error. It is not cheap on a full
+// channel (milliseconds per MiB): call it off an event loop.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +53,13 @@ struct RunnerEvents {
   int malformed_lines = 0;              // lines that were not a well-formed event
 };
 
-// Caps: a line nested deeper than this is dropped as malformed.
+// Caps: a line nested deeper than this, or longer, is dropped as malformed.
 inline constexpr size_t kMaxEventDepth = 64;
+inline constexpr size_t kMaxEventLineBytes = size_t{16} << 20;
+// Lines a run may write to its channel: the runner writes at most max_results
+// (16) results, a truncated, an error and an end event. A run past this (or
+// past the server's byte cap) is killed with kill_reason "channel".
+inline constexpr size_t kMaxChannelLines = 256;
 
 // `channel_truncated`: the server stopped keeping bytes of the channel.
 RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated);

@@ -120,10 +120,20 @@ bool ChannelBuffer::ReadFrom(int fd) {
       return errno == EAGAIN;
     }
     if (n == 0) return false;
+    if (!overflow_.empty()) continue;  // a flood being killed: drop the rest
     size_t room = data_.size() < cap_ ? cap_ - data_.size() : 0;
     size_t keep = std::min(room, static_cast<size_t>(n));
     data_.append(buf, keep);
-    if (keep < static_cast<size_t>(n)) truncated_ = true;
+    lines_ += static_cast<size_t>(std::count(buf, buf + keep, '\n'));
+    if (keep < static_cast<size_t>(n)) {
+      truncated_ = true;
+      overflow_ = "the result channel got more than " + std::to_string(cap_) +
+                  " bytes (the runner writes at most its results, an error and an end event)";
+    } else if (lines_ > max_lines_) {
+      truncated_ = true;
+      overflow_ = "the result channel got more than " + std::to_string(max_lines_) +
+                  " lines (the runner writes at most its results, an error and an end event)";
+    }
   }
   return true;
 }
@@ -365,8 +375,12 @@ StatusOr<model::ExecuteResponse> Service::RunBlocking(const model::ExecuteReques
     if (r < 0 && errno != EINTR) return ErrnoError("poll");
     for (nfds_t i = 0; i < n && r > 0; ++i) {
       if (!fds[i].revents) continue;
-      if (fds[i].fd == plan.events_read.get()) channel_open = channel.ReadFrom(fds[i].fd);
-      else ex->OnReadable(fds[i].fd);
+      if (fds[i].fd == plan.events_read.get()) {
+        channel_open = channel.ReadFrom(fds[i].fd);
+        if (channel.overflowed()) ex->Cancel(exec::KillReason::kChannel, channel.overflow_detail());
+      } else {
+        ex->OnReadable(fds[i].fd);
+      }
     }
   }
   // Every process of the run is gone: what is left in the channel is all there is.

@@ -33,6 +33,7 @@
 #include "isolation/sandbox.h"
 #include "isolation/spec.h"
 #include "model/execute.h"
+#include "model/runner_protocol.h"
 #include "profile/limits.h"
 #include "profile/profile.h"
 
@@ -86,21 +87,31 @@ struct Prepared {
   int64_t code_bytes = 0;
 };
 
-// The result channel of one run, kept up to a cap: what comes beyond it is
-// read and dropped (so the runner never blocks on a full pipe) and marked.
+// The result channel of one run, kept up to a cap. The runner protocol bounds
+// what an honest run writes (model::kMaxChannelLines lines, well under the
+// byte cap); a run past either is a flood: overflowed() turns true, nothing
+// more is kept, and the caller kills the run (exec::KillReason::kChannel).
+// What comes after is read and dropped (so the run never blocks on a full
+// pipe before it dies).
 class ChannelBuffer {
  public:
-  explicit ChannelBuffer(size_t cap) : cap_(cap) {}
+  explicit ChannelBuffer(size_t cap, size_t max_lines = model::kMaxChannelLines) : cap_(cap), max_lines_(max_lines) {}
   // Reads what `fd` (non-blocking) has now. Returns false once it reached EOF
   // or failed, true while more may come.
   bool ReadFrom(int fd);
   const std::string& data() const { return data_; }
   bool truncated() const { return truncated_; }
+  // The run wrote more than the protocol allows; the detail says what.
+  bool overflowed() const { return !overflow_.empty(); }
+  const std::string& overflow_detail() const { return overflow_; }
 
  private:
   size_t cap_;
+  size_t max_lines_;
+  size_t lines_ = 0;
   std::string data_;
   bool truncated_ = false;
+  std::string overflow_;
 };
 
 class Service {

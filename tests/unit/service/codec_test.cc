@@ -180,6 +180,61 @@ TEST(RunnerEvents, HostileLines) {
   EXPECT_TRUE(ev.truncated);
 }
 
+TEST(RunnerEvents, NestedDataIsKeptAsWritten) {
+  // A `_repr_json_` result nests; its text comes back as the same JSON.
+  RunnerEvents ev = ParseRunnerEvents(
+      "{\"type\":\"result\",\"is_main_result\":true,\"data\":{\"text/plain\":\"x\",\"text/plain\":\"y\","
+      "\"application/json\":{\"a\":[1,-2,3.5e0,true,null,{\"b\":\"\\u00e9\\n\"}],\"c\":{}},\"k\":[]}}\n"
+      "{\"type\":\"end\",\"exit_code\":0}\n",
+      false);
+  ASSERT_TRUE(ev.main_result.has_value());
+  EXPECT_EQ(ev.main_result->text_plain, "y");  // the last of repeated keys, as a DOM would keep
+  EXPECT_EQ(ev.main_result->data_json,
+            "{\"application/json\":{\"a\":[1,-2,3.5e0,true,null,{\"b\":\"\xc3\xa9\\n\"}],\"c\":{}},\"k\":[],"
+            "\"text/plain\":\"y\"}");
+  EXPECT_EQ(ev.malformed_lines, 0);
+}
+
+TEST(RunnerEvents, OnlyDataMayNest) {
+  // The protocol's other fields are flat: a nested one is a forged line.
+  RunnerEvents ev = ParseRunnerEvents(
+      "{\"type\":\"error\",\"name\":{\"a\":1},\"value\":\"v\",\"traceback\":\"t\"}\n"
+      "{\"type\":\"truncated\",\"what\":[[[[1]]]]}\n"
+      "{\"type\":\"end\",\"exit_code\":0}\n",
+      false);
+  EXPECT_EQ(ev.malformed_lines, 2);
+  EXPECT_FALSE(ev.error.has_value());
+  EXPECT_FALSE(ev.truncated);
+  EXPECT_EQ(ev.end_exit_code, 0);
+}
+
+TEST(RunnerEvents, ResultNodesAreBounded) {
+  // A million empty lists in the final batch would be ~50 MB of response DOM:
+  // results past the node budget are dropped and marked.
+  std::string many = "[";
+  for (int i = 0; i < 70000; ++i) many += i ? ",[]" : "[]";
+  many += "]";
+  RunnerEvents ev = ParseRunnerEvents(
+      "{\"type\":\"result\",\"is_main_result\":false,\"data\":{\"application/json\":" + many + "}}\n"
+      "{\"type\":\"result\",\"is_main_result\":true,\"data\":{\"text/plain\":\"42\"}}\n"
+      "{\"type\":\"end\",\"exit_code\":0}\n",
+      false);
+  EXPECT_TRUE(ev.displays.empty());
+  ASSERT_TRUE(ev.main_result.has_value());
+  EXPECT_EQ(ev.main_result->text_plain, "42");
+  EXPECT_TRUE(ev.truncated);
+}
+
+TEST(RunnerEvents, ABatchIsBounded) {
+  // More events in one batch than any runner writes: the rest are dropped.
+  std::string channel;
+  for (int i = 0; i < 100; ++i) channel += "{\"type\":\"result\",\"data\":{\"text/plain\":\"x\"}}\n";
+  channel += "{\"type\":\"end\",\"exit_code\":0}\n";
+  RunnerEvents ev = ParseRunnerEvents(channel, false);
+  EXPECT_EQ(ev.malformed_lines, 36);
+  EXPECT_EQ(ev.displays.size(), 64u);
+}
+
 TEST(ProgramEnd, OnlyAnEndEventAsTheLastWholeLine) {
   auto end = ParseProgramEnd("{\"type\":\"result\",\"data\":{}}\n{\"type\":\"end\",\"exit_code\":3,\"max_rss_kb\":9000}\n",
                              false);

@@ -125,6 +125,31 @@ TEST(ChannelBuffer, CapsAndEof) {
   EXPECT_FALSE(b.ReadFrom(fds[0]));  // all read, then EOF
   EXPECT_EQ(b.data().size(), 2500u);
   EXPECT_TRUE(b.truncated());
+  EXPECT_TRUE(b.overflowed());  // past the byte cap: the caller kills the run
+  close(fds[0]);
+}
+
+TEST(ChannelBuffer, AFloodOverflows) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::string lines;
+  for (int i = 0; i < 20; ++i) lines += "{}\n";
+  ASSERT_EQ(write(fds[1], lines.data(), lines.size()), static_cast<ssize_t>(lines.size()));
+  close(fds[1]);
+  ChannelBuffer b(1 << 20, /*max_lines=*/10);
+  EXPECT_FALSE(b.ReadFrom(fds[0]));
+  EXPECT_TRUE(b.overflowed());
+  EXPECT_NE(b.overflow_detail().find("10 lines"), std::string::npos);
+  close(fds[0]);
+
+  // Within both caps: not a flood.
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_EQ(write(fds[1], lines.data(), 30), 30);
+  close(fds[1]);
+  ChannelBuffer ok(1 << 20, 10);
+  EXPECT_FALSE(ok.ReadFrom(fds[0]));
+  EXPECT_FALSE(ok.overflowed());
+  EXPECT_FALSE(ok.truncated());
   close(fds[0]);
 }
 
