@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -50,8 +52,38 @@ void Discard(Slot& slot) {
   slot.run.cgroup.reset();
 }
 
+// What a host path was when a zygote was built from it; any change (a rename
+// over it gives a new inode) means the zygote's copy or bind is stale.
+struct PathStamp {
+  std::string path;
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const PathStamp&) const = default;
+};
+
+PathStamp Stamp(const std::string& path) {
+  PathStamp s;
+  s.path = path;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return s;
+  s.exists = true;
+  s.dev = st.st_dev;
+  s.ino = st.st_ino;
+  // Content matters only where it is copied: a bound directory shows changes
+  // inside it live, and a device's times change with use.
+  if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+    s.size = st.st_size;
+    s.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  return s;
+}
+
 struct Zygote {
   isolation::Launched launched;  // the zygote itself (pid 1 of its namespaces): our child
+  std::vector<PathStamp> sources;  // the host paths it was built from, as they were
   UniqueFd control;
   std::shared_ptr<ZygoteState> state = std::make_shared<ZygoteState>();
   bool up = false;
@@ -69,11 +101,15 @@ struct Pool {
   std::vector<Slot> pending;   // the pool thread's only
   Clock::time_point next_start{};
   Clock::time_point next_spawn{};
+  Clock::time_point next_source_check{};
   int backoff_ms = 500;
   int adopting = 0;  // runs handed to the adopters, not back yet (pool thread only)
   std::atomic<int> state{0};  // 0 down, 1 starting, 2 up
   std::atomic<uint64_t> handoffs{0}, refills{0}, cold_fallbacks{0}, restarts{0};
   std::string detail;  // guarded by Impl::mu
+  std::string degraded;  // the reason, "" when not degraded; guarded by Impl::mu
+  std::string degraded_detail;  // guarded by Impl::mu
+  std::map<std::string, uint64_t> failures;  // guarded by Impl::mu
 };
 
 std::string Join(const std::vector<std::string>& v) {
@@ -184,7 +220,7 @@ struct WarmPool::Impl {
   // second before it asks its zygote for another.
   void PreparingFailed(Pool& p, Slot& slot, const Status& why) {
     log::Error("warm pool " + p.profile.name + ": preparing a run failed: " + why.ToString());
-    SetDetail(p, why.ToString());
+    Degrade(p, "run_prepare", why.ToString());
     p.next_spawn = Clock::now() + std::chrono::seconds(1);
     Discard(slot);
   }
@@ -223,6 +259,49 @@ struct WarmPool::Impl {
     p.detail = std::move(detail);
   }
 
+  // The pool failed to make a ready run: counted, and "degraded" (with the
+  // reason, a fixed word, and the detail) until a run is ready again.
+  void Degrade(Pool& p, const std::string& reason, std::string detail) {
+    std::lock_guard<std::mutex> lock(mu);
+    p.detail = detail;
+    p.degraded = reason;
+    p.degraded_detail = std::move(detail);
+    p.failures[reason]++;
+  }
+
+  void Recovered(Pool& p) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (p.degraded.empty()) return;
+    log::Info("warm pool " + p.profile.name + ": a run is ready again (was degraded: " + p.degraded + ")");
+    if (p.detail == p.degraded_detail) p.detail.clear();
+    p.degraded.clear();
+    p.degraded_detail.clear();
+  }
+
+  // Runs of the current zygote fail their setup: what it plans them from (its
+  // own root, made when it started) no longer works, most likely because the
+  // host replaced a file it binds. Its ready runs stay usable (like a recycled
+  // one's); a fresh zygote starts after the backoff, which doubles while no run
+  // gets ready (StartZygote) and is reset by the first one that does.
+  // The first host path the current zygote was built from that has changed
+  // since (e.g. renamed over by dpkg or ldconfig); "" when none has.
+  std::string ChangedSource(const Zygote& z) {
+    for (const PathStamp& s : z.sources) {
+      if (!(Stamp(s.path) == s)) return s.path;
+    }
+    return "";
+  }
+
+  void ReplaceZygote(Pool& p, const std::string& why) {
+    log::Warn("warm pool " + p.profile.name + ": replacing the zygote: " + why + " (in " +
+              std::to_string(p.backoff_ms) + " ms)");
+    p.current->retiring = true;
+    p.retiring.push_back(std::move(p.current));
+    p.state = 0;
+    p.next_start = Clock::now() + std::chrono::milliseconds(p.backoff_ms);
+    ready_cv.notify_all();
+  }
+
   void StartZygote(Pool& p) {
     p.next_start = Clock::now() + std::chrono::milliseconds(p.backoff_ms);
     p.backoff_ms = std::min(p.backoff_ms * 2, kMaxBackoffMs);
@@ -253,16 +332,19 @@ struct WarmPool::Impl {
     spec.nested_sandbox_host = true;
     spec.exec_fd = self_exe.get();
     spec.extra_fd = theirs.get();
+    std::vector<PathStamp> sources;
+    for (const std::string& path : isolation::HostPathsOfPlan(spec)) sources.push_back(Stamp(path));
     auto launched = isolation::Launch(host, spec);
     if (!launched.ok()) {
       log::Error("warm pool " + p.profile.name + ": starting the zygote failed: " + launched.status().ToString());
-      SetDetail(p, "zygote start failed: " + launched.status().ToString());
+      Degrade(p, "zygote_start", "zygote start failed: " + launched.status().ToString());
       p.state = 0;
       return;
     }
     auto z = std::make_unique<Zygote>();
     z->launched = std::move(*launched);
     z->control = std::move(ours);
+    z->sources = std::move(sources);
     p.current = std::move(z);
     p.state = 1;
     SetDetail(p, "starting");
@@ -373,6 +455,7 @@ struct WarmPool::Impl {
     if (n == 1 && first == isolation::kWarmReady) {
       p.backoff_ms = 500;
       p.refills++;
+      Recovered(p);
       // Read here, off the request's path: Execution::CanFinishOnEnd needs it.
       if (auto children = isolation::ChildrenOf(slot.run.pid); children.ok() && children->size() == 1) {
         slot.run.program_pid = children->front();
@@ -392,8 +475,11 @@ struct WarmPool::Impl {
       if (m == static_cast<ssize_t>(rest.size() - 1)) why = isolation::DescribeWarmSetupFailure(rest.data(), rest.size());
     }
     log::Error("warm pool " + p.profile.name + ": " + why.ToString());
-    SetDetail(p, why.ToString());
+    Degrade(p, "run_setup", why.ToString());
     p.next_spawn = Clock::now() + std::chrono::seconds(1);
+    if (p.current && !p.current->retiring && slot.zygote == p.current->state) {
+      ReplaceZygote(p, "its runs fail their setup");
+    }
     Discard(slot);
   }
 
@@ -435,7 +521,7 @@ struct WarmPool::Impl {
       log::Info("warm pool " + p.profile.name + ": a recycled zygote ended (" + how + ")");
     } else {
       log::Error("warm pool " + p.profile.name + ": the zygote died (" + how + "); restarting");
-      SetDetail(p, "zygote died (" + how + ")");
+      Degrade(p, "zygote_died", "zygote died (" + how + ")");
       p.restarts++;
       p.state = 0;
       ready_cv.notify_all();
@@ -470,6 +556,15 @@ void WarmPool::Impl::Loop() {
           p.current->state->handoffs.load() >= static_cast<uint64_t>(options.recycle_after)) {
         Retire(p);
       }
+      // A host file the zygote was built from was replaced (a package upgrade):
+      // its copies are stale and its binds of replaced files fail. Checked
+      // about once a second: a few lstat() calls.
+      if (p.current && p.current->up && now >= p.next_source_check) {
+        p.next_source_check = now + std::chrono::seconds(1);
+        if (std::string changed = ChangedSource(*p.current); !changed.empty()) {
+          ReplaceZygote(p, "the host replaced " + changed + " since it started");
+        }
+      }
       if (!p.current && now >= p.next_start) StartZygote(p);
       Zygote* z = p.current.get();
       if (z && !z->up && now - z->started > std::chrono::duration<double>(options.startup_timeout_s)) {
@@ -491,6 +586,7 @@ void WarmPool::Impl::Loop() {
       for (size_t i = 0; i < p.pending.size();) {
         if (now > p.pending[i].deadline) {
           log::Error("warm pool " + p.profile.name + ": a run did not get ready within 30 s");
+          Degrade(p, "run_timeout", "a run did not get ready within 30 s");
           Discard(p.pending[i]);
           p.pending.erase(p.pending.begin() + static_cast<long>(i));
         } else {
@@ -731,6 +827,9 @@ std::vector<PoolStatus> WarmPool::Snapshot() const {
     s.refills = p->refills.load();
     s.cold_fallbacks = p->cold_fallbacks.load();
     s.restarts = p->restarts.load();
+    s.state = p->degraded.empty() ? "ok" : "degraded";
+    s.reason = p->degraded;
+    s.failures = p->failures;
     out.push_back(std::move(s));
   }
   return out;

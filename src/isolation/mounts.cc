@@ -11,6 +11,7 @@
 #include <set>
 
 #include "isolation/child_plan.h"
+#include "isolation/sandbox.h"
 #include "isolation/spec.h"
 
 namespace airlock::isolation::internal {
@@ -79,6 +80,31 @@ class Planner {
     if (!is_dir) op.mode |= S_IFREG;  // tells the child to create a file, not a directory
   }
 
+  // Like MirrorRo, but a small regular file is copied into the run's root
+  // (its content read now) instead of bound. A bind pins the inode seen when
+  // the plan was made: once dpkg or ldconfig renames a new file over the host
+  // path, that inode is unlinked, and a warm run (whose plan was made once, in
+  // the zygote, and binds from the zygote's root) can no longer bind it. A copy
+  // has no inode to lose. Directories stay bound: package managers replace the
+  // files inside them, and a bound directory shows those live.
+  void CopyOrMirrorRo(const std::string& host_path) {
+    constexpr off_t kMaxCopy = 1 << 20;
+    struct stat st;
+    if (::lstat(host_path.c_str(), &st) != 0) return;
+    if (!S_ISREG(st.st_mode) || st.st_size > kMaxCopy) return MirrorRo(host_path);
+    int fd = ::open(host_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return MirrorRo(host_path);
+    std::string content;
+    char buf[65536];
+    ssize_t n;
+    while (content.size() <= static_cast<size_t>(kMaxCopy) && (n = ::read(fd, buf, sizeof buf)) > 0) {
+      content.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    if (n < 0 || content.size() > static_cast<size_t>(kMaxCopy)) return MirrorRo(host_path);
+    File(host_path, std::move(content), 0444);
+  }
+
   void Symlink(const std::string& path, const std::string& target) {
     Parent(path);
     Add(MountOp::kSymlink, path, target);
@@ -129,7 +155,7 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   p.File("/etc/group", "sandbox:x:" + gid + ":\nnogroup:x:65534:\n");
   p.File("/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t" + spec.hostname + "\n");
   p.File("/etc/hostname", spec.hostname + "\n");
-  for (const char* path : kEtcPaths) p.MirrorRo(path);
+  for (const char* path : kEtcPaths) p.CopyOrMirrorRo(path);
 
   // /dev: a small tmpfs with the harmless character devices bound from the host.
   p.Tmpfs("/dev", "mode=0755,size=65536");
@@ -153,6 +179,22 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   return p.Take();
 }
 
+}  // namespace airlock::isolation::internal
+
+namespace airlock::isolation {
+
+std::vector<std::string> HostPathsOfPlan(const Spec& spec) {
+  using namespace internal;
+  std::vector<std::string> out(std::begin(kSystemPaths), std::end(kSystemPaths));
+  out.insert(out.end(), std::begin(kEtcPaths), std::end(kEtcPaths));
+  out.insert(out.end(), std::begin(kDevices), std::end(kDevices));
+  out.insert(out.end(), spec.ro_binds.begin(), spec.ro_binds.end());
+  return out;
+}
+
+}  // namespace airlock::isolation
+
+namespace airlock::isolation::internal {
 namespace {
 
 int MakeEmptyFile(const char* path, unsigned mode) {
