@@ -1,9 +1,11 @@
 #include "exec/warm_pool.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -30,6 +32,54 @@ namespace airlock::exec {
 namespace {
 
 constexpr const char* kZygoteArgv0 = "/usr/libexec/airlock-zygote";  // a name only: it is exec'd by fd
+
+// A sealed in-memory copy of the airlock binary for the zygotes to exec: a
+// warm run is a fork of the zygote, and its /proc/self/maps and exe would
+// otherwise show the server binary's host path (docs/security.md, part 4);
+// they show "/memfd:runtime (deleted)". Only the part the loader maps is copied
+// (every segment; about 2 MB, where debug info makes the file ~50 MB) and the
+// section headers, which point past it, are dropped: execve never reads them.
+StatusOr<UniqueFd> SealedExecCopy(int fd) {
+  Elf64_Ehdr eh;
+  if (::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
+      eh.e_phnum > 256) {
+    return Unavailable("the zygote binary is not a 64-bit ELF file this server can copy");
+  }
+  std::vector<Elf64_Phdr> ph(eh.e_phnum);
+  const size_t ph_bytes = ph.size() * sizeof(Elf64_Phdr);
+  if (::pread(fd, ph.data(), ph_bytes, static_cast<off_t>(eh.e_phoff)) != static_cast<ssize_t>(ph_bytes)) {
+    return ErrnoError("pread (program headers of the zygote binary)");
+  }
+  uint64_t end = eh.e_phoff + ph_bytes;
+  for (const Elf64_Phdr& h : ph) end = std::max<uint64_t>(end, h.p_offset + h.p_filesz);
+  if (end > (uint64_t{1} << 30)) return Unavailable("the zygote binary's segments are larger than 1 GiB");
+  UniqueFd mem(static_cast<int>(::syscall(SYS_memfd_create, "runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!mem) return ErrnoError("memfd_create for the zygote binary");
+  std::vector<char> buf(1 << 20);
+  for (uint64_t off = 0; off < end;) {
+    ssize_t n = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), end - off), static_cast<off_t>(off));
+    if (n <= 0) return n < 0 ? ErrnoError("read (the zygote binary)") : Internal("the zygote binary is truncated");
+    if (off == 0 && static_cast<size_t>(n) >= sizeof eh) {
+      Elf64_Ehdr copy = eh;
+      copy.e_shoff = 0;
+      copy.e_shnum = 0;
+      copy.e_shstrndx = SHN_UNDEF;
+      std::memcpy(buf.data(), &copy, sizeof copy);
+    }
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = ::write(mem.get(), buf.data() + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return ErrnoError("write (the zygote binary's copy)");
+      done += w;
+    }
+    off += static_cast<uint64_t>(n);
+  }
+  if (::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    return ErrnoError("fcntl(F_ADD_SEALS) on the zygote binary's copy");
+  }
+  return mem;
+}
 constexpr auto kReadyWithin = std::chrono::seconds(30);
 constexpr int kMaxBackoffMs = 30000;
 
@@ -716,6 +766,17 @@ StatusOr<std::unique_ptr<WarmPool>> WarmPool::Start(const isolation::HostSetup& 
   const std::string binary = impl->options.zygote_binary.empty() ? "/proc/self/exe" : impl->options.zygote_binary;
   impl->self_exe.reset(::open(binary.c_str(), O_RDONLY | O_CLOEXEC));
   if (!impl->self_exe) return ErrnoError("open(" + binary + ") for the zygote");
+  // A host that forbids executing memfds (vm.memfd_noexec = 2) keeps the file:
+  // the zygote then shows its host path, which the log says.
+  auto noexec = ReadFile("/proc/sys/vm/memfd_noexec");
+  if (noexec.ok() && !noexec->empty() && (*noexec)[0] == '2') {
+    log::Warn("warm pool: vm.memfd_noexec = 2, so the zygotes exec " + binary + " itself and its path shows in warm runs");
+  } else if (auto mem = SealedExecCopy(impl->self_exe.get()); mem.ok()) {
+    impl->self_exe = std::move(*mem);
+  } else {
+    log::Warn("warm pool: " + mem.status().ToString() + "; the zygotes exec " + binary +
+              " itself and its path shows in warm runs");
+  }
   for (const PoolProfile& pp : impl->options.profiles) {
     auto p = std::make_unique<Pool>();
     p->profile = pp;

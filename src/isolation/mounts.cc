@@ -33,6 +33,17 @@ constexpr const char* kEtcPaths[] = {
 // sources are read through it, then it is detached.
 const std::string kOldRoot = "/.oldroot";
 
+// What a run's /proc hides (docs/security.md, part 4): runc's and podman's
+// default maskedPaths under /proc, and the two host identifiers that tell
+// tenants they share a machine: the kernel command line and the boot id.
+constexpr const char* kMaskedProcPaths[] = {
+    "/proc/acpi",          "/proc/asound",      "/proc/interrupts", "/proc/kcore",  "/proc/keys",
+    "/proc/latency_stats", "/proc/timer_list",  "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+    "/proc/cmdline",       "/proc/sys/kernel/random/boot_id",
+};
+// And their readonlyPaths (after the masks: /proc/sys keeps the boot_id mask).
+constexpr const char* kReadOnlyProcPaths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"};
+
 constexpr const char* kDevices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
 
 // Flags a read-only remount must keep: in a user namespace the kernel refuses to
@@ -125,6 +136,8 @@ class Planner {
     Dir(path);
     Add(MountOp::kProc, path);
   }
+  void Mask(const std::string& path) { Add(MountOp::kMask, path); }
+  void ReadOnly(const std::string& path) { Add(MountOp::kReadOnly, path); }
 
   std::vector<MountOp> Take() { return std::move(ops_); }
 
@@ -168,6 +181,13 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   p.Tmpfs("/dev/shm", "mode=1777," + SizeOption(spec.limits.disk_bytes));
 
   p.Proc("/proc");
+  // Not in a zygote's /proc: its runs mount their own, which the kernel allows
+  // only while a fully visible proc is mounted in the namespace they come from
+  // (mount_too_revealing). The zygote runs no user code; each run masks its own.
+  if (!spec.nested_sandbox_host) {
+    for (const char* path : kMaskedProcPaths) p.Mask(path);
+    for (const char* path : kReadOnlyProcPaths) p.ReadOnly(path);
+  }
 
   // The only writable place: the working directory (also HOME and /tmp).
   p.Tmpfs(spec.workdir, "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
@@ -254,6 +274,25 @@ int ApplyOp(const MountOp& op) {
     case MountOp::kProc:
       if (int err = MkdirOk(target, 0555)) return err;
       return ::mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0 : errno;
+    case MountOp::kMask: {
+      struct stat st;
+      if (::stat(target, &st) != 0) return errno == ENOENT ? 0 : errno;
+      if (S_ISDIR(st.st_mode)) {
+        return ::mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4096") == 0
+                   ? 0
+                   : errno;
+      }
+      return ::mount("/dev/null", target, nullptr, MS_BIND, nullptr) == 0 ? 0 : errno;
+    }
+    case MountOp::kReadOnly: {
+      struct stat st;
+      if (::stat(target, &st) != 0) return errno == ENOENT ? 0 : errno;
+      if (::mount(target, target, nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
+      return ::mount(nullptr, target, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     nullptr) == 0
+                 ? 0
+                 : errno;
+    }
   }
   return EINVAL;
 }
