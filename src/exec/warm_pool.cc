@@ -54,7 +54,13 @@ StatusOr<UniqueFd> SealedExecCopy(int fd) {
   uint64_t end = eh.e_phoff + ph_bytes;
   for (const Elf64_Phdr& h : ph) end = std::max<uint64_t>(end, h.p_offset + h.p_filesz);
   if (end > (uint64_t{1} << 30)) return Unavailable("the zygote binary's segments are larger than 1 GiB");
-  UniqueFd mem(static_cast<int>(::syscall(SYS_memfd_create, "runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  // MFD_EXEC (Linux 6.3): under vm.memfd_noexec = 1 a memfd made without it is
+  // not executable. Older kernels refuse the flag (EINVAL) and need none.
+  constexpr unsigned kMfdExec = 0x0010U;
+  UniqueFd mem(static_cast<int>(::syscall(SYS_memfd_create, "runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING | kMfdExec)));
+  if (!mem && errno == EINVAL) {
+    mem.reset(static_cast<int>(::syscall(SYS_memfd_create, "runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  }
   if (!mem) return ErrnoError("memfd_create for the zygote binary");
   std::vector<char> buf(1 << 20);
   for (uint64_t off = 0; off < end;) {
