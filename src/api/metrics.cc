@@ -164,6 +164,21 @@ std::string RenderPoolMetrics(const std::vector<model::PoolView>& pools) {
          [](const model::PoolView& p) { return p.cold_fallbacks; });
   family("airlock_zygote_restarts_total", "counter", "Zygotes that died and were restarted.",
          [](const model::PoolView& p) { return p.restarts; });
+  // One sample per profile; `reason` is a fixed word (PoolView::reason), "" when not degraded.
+  out += "# HELP airlock_pool_degraded 1 while the profile's pool cannot make ready runs (runs go cold).\n"
+         "# TYPE airlock_pool_degraded gauge\n";
+  for (const model::PoolView& p : pools) {
+    out += "airlock_pool_degraded{profile=\"" + p.profile + "\",reason=\"" + p.reason + "\"} " +
+           (p.state == "degraded" ? "1" : "0") + "\n";
+  }
+  out += "# HELP airlock_pool_failures_total Failures to make a ready run, by reason.\n"
+         "# TYPE airlock_pool_failures_total counter\n";
+  for (const model::PoolView& p : pools) {
+    for (const auto& [reason, count] : p.failures) {
+      out += "airlock_pool_failures_total{profile=\"" + p.profile + "\",reason=\"" + reason + "\"} " +
+             std::to_string(count) + "\n";
+    }
+  }
   return out;
 }
 

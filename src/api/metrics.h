@@ -19,6 +19,8 @@
 //   airlock_pool_refills_total{profile}               counter  warm runs made ready
 //   airlock_pool_cold_fallbacks_total{profile}        counter  runs of a pooled profile that went cold
 //   airlock_zygote_restarts_total{profile}            counter  zygotes that died and were restarted
+//   airlock_pool_degraded{profile,reason}             gauge    1 while the pool cannot make ready runs
+//   airlock_pool_failures_total{profile,reason}       counter  failures to make a ready run, by reason
 #pragma once
 
 #include <cstdint>

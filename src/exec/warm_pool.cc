@@ -1,10 +1,13 @@
 #include "exec/warm_pool.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +16,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -28,6 +32,60 @@ namespace airlock::exec {
 namespace {
 
 constexpr const char* kZygoteArgv0 = "/usr/libexec/airlock-zygote";  // a name only: it is exec'd by fd
+
+// A sealed in-memory copy of the airlock binary for the zygotes to exec: a
+// warm run is a fork of the zygote, and its /proc/self/maps and exe would
+// otherwise show the server binary's host path (docs/security.md, part 4);
+// they show "/memfd:runtime (deleted)". Only the part the loader maps is copied
+// (every segment; about 2 MB, where debug info makes the file ~50 MB) and the
+// section headers, which point past it, are dropped: execve never reads them.
+StatusOr<UniqueFd> SealedExecCopy(int fd) {
+  Elf64_Ehdr eh;
+  if (::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
+      eh.e_phnum > 256) {
+    return Unavailable("the zygote binary is not a 64-bit ELF file this server can copy");
+  }
+  std::vector<Elf64_Phdr> ph(eh.e_phnum);
+  const size_t ph_bytes = ph.size() * sizeof(Elf64_Phdr);
+  if (::pread(fd, ph.data(), ph_bytes, static_cast<off_t>(eh.e_phoff)) != static_cast<ssize_t>(ph_bytes)) {
+    return ErrnoError("pread (program headers of the zygote binary)");
+  }
+  uint64_t end = eh.e_phoff + ph_bytes;
+  for (const Elf64_Phdr& h : ph) end = std::max<uint64_t>(end, h.p_offset + h.p_filesz);
+  if (end > (uint64_t{1} << 30)) return Unavailable("the zygote binary's segments are larger than 1 GiB");
+  // MFD_EXEC (Linux 6.3): under vm.memfd_noexec = 1 a memfd made without it is
+  // not executable. Older kernels refuse the flag (EINVAL) and need none.
+  constexpr unsigned kMfdExec = 0x0010U;
+  UniqueFd mem(static_cast<int>(::syscall(SYS_memfd_create, "runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING | kMfdExec)));
+  if (!mem && errno == EINVAL) {
+    mem.reset(static_cast<int>(::syscall(SYS_memfd_create, "runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  }
+  if (!mem) return ErrnoError("memfd_create for the zygote binary");
+  std::vector<char> buf(1 << 20);
+  for (uint64_t off = 0; off < end;) {
+    ssize_t n = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), end - off), static_cast<off_t>(off));
+    if (n <= 0) return n < 0 ? ErrnoError("read (the zygote binary)") : Internal("the zygote binary is truncated");
+    if (off == 0 && static_cast<size_t>(n) >= sizeof eh) {
+      Elf64_Ehdr copy = eh;
+      copy.e_shoff = 0;
+      copy.e_shnum = 0;
+      copy.e_shstrndx = SHN_UNDEF;
+      std::memcpy(buf.data(), &copy, sizeof copy);
+    }
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = ::write(mem.get(), buf.data() + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return ErrnoError("write (the zygote binary's copy)");
+      done += w;
+    }
+    off += static_cast<uint64_t>(n);
+  }
+  if (::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    return ErrnoError("fcntl(F_ADD_SEALS) on the zygote binary's copy");
+  }
+  return mem;
+}
 constexpr auto kReadyWithin = std::chrono::seconds(30);
 constexpr int kMaxBackoffMs = 30000;
 
@@ -50,8 +108,38 @@ void Discard(Slot& slot) {
   slot.run.cgroup.reset();
 }
 
+// What a host path was when a zygote was built from it; any change (a rename
+// over it gives a new inode) means the zygote's copy or bind is stale.
+struct PathStamp {
+  std::string path;
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const PathStamp&) const = default;
+};
+
+PathStamp Stamp(const std::string& path) {
+  PathStamp s;
+  s.path = path;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return s;
+  s.exists = true;
+  s.dev = st.st_dev;
+  s.ino = st.st_ino;
+  // Content matters only where it is copied: a bound directory shows changes
+  // inside it live, and a device's times change with use.
+  if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+    s.size = st.st_size;
+    s.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  return s;
+}
+
 struct Zygote {
   isolation::Launched launched;  // the zygote itself (pid 1 of its namespaces): our child
+  std::vector<PathStamp> sources;  // the host paths it was built from, as they were
   UniqueFd control;
   std::shared_ptr<ZygoteState> state = std::make_shared<ZygoteState>();
   bool up = false;
@@ -69,11 +157,15 @@ struct Pool {
   std::vector<Slot> pending;   // the pool thread's only
   Clock::time_point next_start{};
   Clock::time_point next_spawn{};
+  Clock::time_point next_source_check{};
   int backoff_ms = 500;
   int adopting = 0;  // runs handed to the adopters, not back yet (pool thread only)
   std::atomic<int> state{0};  // 0 down, 1 starting, 2 up
   std::atomic<uint64_t> handoffs{0}, refills{0}, cold_fallbacks{0}, restarts{0};
   std::string detail;  // guarded by Impl::mu
+  std::string degraded;  // the reason, "" when not degraded; guarded by Impl::mu
+  std::string degraded_detail;  // guarded by Impl::mu
+  std::map<std::string, uint64_t> failures;  // guarded by Impl::mu
 };
 
 std::string Join(const std::vector<std::string>& v) {
@@ -203,7 +295,7 @@ struct WarmPool::Impl {
   // second before it asks its zygote for another.
   void PreparingFailed(Pool& p, Slot& slot, const Status& why) {
     log::Error("warm pool " + p.profile.name + ": preparing a run failed: " + why.ToString());
-    SetDetail(p, why.ToString());
+    Degrade(p, "run_prepare", why.ToString());
     p.next_spawn = Clock::now() + std::chrono::seconds(1);
     Discard(slot);
   }
@@ -242,6 +334,49 @@ struct WarmPool::Impl {
     p.detail = std::move(detail);
   }
 
+  // The pool failed to make a ready run: counted, and "degraded" (with the
+  // reason, a fixed word, and the detail) until a run is ready again.
+  void Degrade(Pool& p, const std::string& reason, std::string detail) {
+    std::lock_guard<std::mutex> lock(mu);
+    p.detail = detail;
+    p.degraded = reason;
+    p.degraded_detail = std::move(detail);
+    p.failures[reason]++;
+  }
+
+  void Recovered(Pool& p) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (p.degraded.empty()) return;
+    log::Info("warm pool " + p.profile.name + ": a run is ready again (was degraded: " + p.degraded + ")");
+    if (p.detail == p.degraded_detail) p.detail.clear();
+    p.degraded.clear();
+    p.degraded_detail.clear();
+  }
+
+  // Runs of the current zygote fail their setup: what it plans them from (its
+  // own root, made when it started) no longer works, most likely because the
+  // host replaced a file it binds. Its ready runs stay usable (like a recycled
+  // one's); a fresh zygote starts after the backoff, which doubles while no run
+  // gets ready (StartZygote) and is reset by the first one that does.
+  // The first host path the current zygote was built from that has changed
+  // since (e.g. renamed over by dpkg or ldconfig); "" when none has.
+  std::string ChangedSource(const Zygote& z) {
+    for (const PathStamp& s : z.sources) {
+      if (!(Stamp(s.path) == s)) return s.path;
+    }
+    return "";
+  }
+
+  void ReplaceZygote(Pool& p, const std::string& why) {
+    log::Warn("warm pool " + p.profile.name + ": replacing the zygote: " + why + " (in " +
+              std::to_string(p.backoff_ms) + " ms)");
+    p.current->retiring = true;
+    p.retiring.push_back(std::move(p.current));
+    p.state = 0;
+    p.next_start = Clock::now() + std::chrono::milliseconds(p.backoff_ms);
+    ready_cv.notify_all();
+  }
+
   void StartZygote(Pool& p) {
     p.next_start = Clock::now() + std::chrono::milliseconds(p.backoff_ms);
     p.backoff_ms = std::min(p.backoff_ms * 2, kMaxBackoffMs);
@@ -272,16 +407,19 @@ struct WarmPool::Impl {
     spec.nested_sandbox_host = true;
     spec.exec_fd = self_exe.get();
     spec.extra_fd = theirs.get();
+    std::vector<PathStamp> sources;
+    for (const std::string& path : isolation::HostPathsOfPlan(spec)) sources.push_back(Stamp(path));
     auto launched = isolation::Launch(host, spec);
     if (!launched.ok()) {
       log::Error("warm pool " + p.profile.name + ": starting the zygote failed: " + launched.status().ToString());
-      SetDetail(p, "zygote start failed: " + launched.status().ToString());
+      Degrade(p, "zygote_start", "zygote start failed: " + launched.status().ToString());
       p.state = 0;
       return;
     }
     auto z = std::make_unique<Zygote>();
     z->launched = std::move(*launched);
     z->control = std::move(ours);
+    z->sources = std::move(sources);
     p.current = std::move(z);
     p.state = 1;
     SetDetail(p, "starting");
@@ -392,6 +530,7 @@ struct WarmPool::Impl {
     if (n == 1 && first == isolation::kWarmReady) {
       p.backoff_ms = 500;
       p.refills++;
+      Recovered(p);
       // Read here, off the request's path: Execution::CanFinishOnEnd needs it.
       if (auto children = isolation::ChildrenOfPidfd(slot.run.pidfd.get()); children.ok() && children->size() == 1) {
         slot.run.program_pid = children->front();
@@ -411,8 +550,11 @@ struct WarmPool::Impl {
       if (m == static_cast<ssize_t>(rest.size() - 1)) why = isolation::DescribeWarmSetupFailure(rest.data(), rest.size());
     }
     log::Error("warm pool " + p.profile.name + ": " + why.ToString());
-    SetDetail(p, why.ToString());
+    Degrade(p, "run_setup", why.ToString());
     p.next_spawn = Clock::now() + std::chrono::seconds(1);
+    if (p.current && !p.current->retiring && slot.zygote == p.current->state) {
+      ReplaceZygote(p, "its runs fail their setup");
+    }
     Discard(slot);
   }
 
@@ -454,7 +596,7 @@ struct WarmPool::Impl {
       log::Info("warm pool " + p.profile.name + ": a recycled zygote ended (" + how + ")");
     } else {
       log::Error("warm pool " + p.profile.name + ": the zygote died (" + how + "); restarting");
-      SetDetail(p, "zygote died (" + how + ")");
+      Degrade(p, "zygote_died", "zygote died (" + how + ")");
       p.restarts++;
       p.state = 0;
       ready_cv.notify_all();
@@ -489,6 +631,15 @@ void WarmPool::Impl::Loop() {
           p.current->state->handoffs.load() >= static_cast<uint64_t>(options.recycle_after)) {
         Retire(p);
       }
+      // A host file the zygote was built from was replaced (a package upgrade):
+      // its copies are stale and its binds of replaced files fail. Checked
+      // about once a second: a few lstat() calls.
+      if (p.current && p.current->up && now >= p.next_source_check) {
+        p.next_source_check = now + std::chrono::seconds(1);
+        if (std::string changed = ChangedSource(*p.current); !changed.empty()) {
+          ReplaceZygote(p, "the host replaced " + changed + " since it started");
+        }
+      }
       if (!p.current && now >= p.next_start) StartZygote(p);
       Zygote* z = p.current.get();
       if (z && !z->up && now - z->started > std::chrono::duration<double>(options.startup_timeout_s)) {
@@ -510,6 +661,7 @@ void WarmPool::Impl::Loop() {
       for (size_t i = 0; i < p.pending.size();) {
         if (now > p.pending[i].deadline) {
           log::Error("warm pool " + p.profile.name + ": a run did not get ready within 30 s");
+          Degrade(p, "run_timeout", "a run did not get ready within 30 s");
           Discard(p.pending[i]);
           p.pending.erase(p.pending.begin() + static_cast<long>(i));
         } else {
@@ -641,6 +793,17 @@ StatusOr<std::unique_ptr<WarmPool>> WarmPool::Start(const isolation::HostSetup& 
   const std::string binary = impl->options.zygote_binary.empty() ? "/proc/self/exe" : impl->options.zygote_binary;
   impl->self_exe.reset(::open(binary.c_str(), O_RDONLY | O_CLOEXEC));
   if (!impl->self_exe) return ErrnoError("open(" + binary + ") for the zygote");
+  // A host that forbids executing memfds (vm.memfd_noexec = 2) keeps the file:
+  // the zygote then shows its host path, which the log says.
+  auto noexec = ReadFile("/proc/sys/vm/memfd_noexec");
+  if (noexec.ok() && !noexec->empty() && (*noexec)[0] == '2') {
+    log::Warn("warm pool: vm.memfd_noexec = 2, so the zygotes exec " + binary + " itself and its path shows in warm runs");
+  } else if (auto mem = SealedExecCopy(impl->self_exe.get()); mem.ok()) {
+    impl->self_exe = std::move(*mem);
+  } else {
+    log::Warn("warm pool: " + mem.status().ToString() + "; the zygotes exec " + binary +
+              " itself and its path shows in warm runs");
+  }
   for (const PoolProfile& pp : impl->options.profiles) {
     auto p = std::make_unique<Pool>();
     p->profile = pp;
@@ -766,6 +929,9 @@ std::vector<PoolStatus> WarmPool::Snapshot() const {
     s.refills = p->refills.load();
     s.cold_fallbacks = p->cold_fallbacks.load();
     s.restarts = p->restarts.load();
+    s.state = p->degraded.empty() ? "ok" : "degraded";
+    s.reason = p->degraded;
+    s.failures = p->failures;
     out.push_back(std::move(s));
   }
   return out;

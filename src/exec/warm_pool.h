@@ -12,13 +12,17 @@
 //
 // Robustness: a zygote that dies is restarted with a backoff (its runs in
 // flight end with kill_reason "lost"); one is replaced after `recycle_after`
-// hand-offs once its runs have ended; a ready run that died is skipped. The
+// hand-offs once its runs have ended; a ready run that died is skipped; one
+// whose new runs fail their setup (e.g. a bind source the host replaced since
+// it started) is replaced, with a backoff, its ready runs still used. Until a
+// run is ready again the pool says "degraded" and why (Snapshot()). The
 // thread that calls Start() must outlive the pool (the zygotes die with it:
 // PR_SET_PDEATHSIG).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,6 +68,12 @@ struct PoolStatus {
   std::string zygote;  // "up", "starting", "down"
   std::string detail;  // why down, import failures
   uint64_t handoffs = 0, refills = 0, cold_fallbacks = 0, restarts = 0;
+  // "degraded" from a failure to make a ready run (start a zygote, set up a
+  // run) until the next run is ready; "ok" otherwise. `reason` is one of
+  // zygote_start, zygote_died, run_setup, run_prepare, run_timeout.
+  std::string state = "ok";
+  std::string reason;
+  std::map<std::string, uint64_t> failures;  // reason -> count, since start
 };
 
 struct HandOff {

@@ -51,7 +51,10 @@ struct ChildError {
 };
 
 struct MountOp {
-  enum Kind { kDir, kBindRo, kBindFile, kSymlink, kFile, kTmpfs, kProc } kind;
+  // kMask: /dev/null over a file, an empty read-only tmpfs over a directory;
+  // kReadOnly: a read-only bind of a path onto itself. Both skip a target this
+  // kernel does not have.
+  enum Kind { kDir, kBindRo, kBindFile, kSymlink, kFile, kTmpfs, kProc, kMask, kReadOnly } kind;
   std::string target;  // absolute path inside the sandbox
   std::string source;  // bind source, symlink target, or file content
   std::string data;    // tmpfs options

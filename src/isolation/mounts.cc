@@ -11,6 +11,7 @@
 #include <set>
 
 #include "isolation/child_plan.h"
+#include "isolation/sandbox.h"
 #include "isolation/spec.h"
 
 namespace airlock::isolation::internal {
@@ -31,6 +32,17 @@ constexpr const char* kEtcPaths[] = {
 // Where the host's root stays reachable while the new root is assembled; bind
 // sources are read through it, then it is detached.
 const std::string kOldRoot = "/.oldroot";
+
+// What a run's /proc hides (docs/security.md, part 4): runc's and podman's
+// default maskedPaths under /proc, and the two host identifiers that tell
+// tenants they share a machine: the kernel command line and the boot id.
+constexpr const char* kMaskedProcPaths[] = {
+    "/proc/acpi",          "/proc/asound",      "/proc/interrupts", "/proc/kcore",  "/proc/keys",
+    "/proc/latency_stats", "/proc/timer_list",  "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+    "/proc/cmdline",       "/proc/sys/kernel/random/boot_id",
+};
+// And their readonlyPaths (after the masks: /proc/sys keeps the boot_id mask).
+constexpr const char* kReadOnlyProcPaths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"};
 
 constexpr const char* kDevices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
 
@@ -79,6 +91,31 @@ class Planner {
     if (!is_dir) op.mode |= S_IFREG;  // tells the child to create a file, not a directory
   }
 
+  // Like MirrorRo, but a small regular file is copied into the run's root
+  // (its content read now) instead of bound. A bind pins the inode seen when
+  // the plan was made: once dpkg or ldconfig renames a new file over the host
+  // path, that inode is unlinked, and a warm run (whose plan was made once, in
+  // the zygote, and binds from the zygote's root) can no longer bind it. A copy
+  // has no inode to lose. Directories stay bound: package managers replace the
+  // files inside them, and a bound directory shows those live.
+  void CopyOrMirrorRo(const std::string& host_path) {
+    constexpr off_t kMaxCopy = 1 << 20;
+    struct stat st;
+    if (::lstat(host_path.c_str(), &st) != 0) return;
+    if (!S_ISREG(st.st_mode) || st.st_size > kMaxCopy) return MirrorRo(host_path);
+    int fd = ::open(host_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return MirrorRo(host_path);
+    std::string content;
+    char buf[65536];
+    ssize_t n;
+    while (content.size() <= static_cast<size_t>(kMaxCopy) && (n = ::read(fd, buf, sizeof buf)) > 0) {
+      content.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    if (n < 0 || content.size() > static_cast<size_t>(kMaxCopy)) return MirrorRo(host_path);
+    File(host_path, std::move(content), 0444);
+  }
+
   void Symlink(const std::string& path, const std::string& target) {
     Parent(path);
     Add(MountOp::kSymlink, path, target);
@@ -99,6 +136,8 @@ class Planner {
     Dir(path);
     Add(MountOp::kProc, path);
   }
+  void Mask(const std::string& path) { Add(MountOp::kMask, path); }
+  void ReadOnly(const std::string& path) { Add(MountOp::kReadOnly, path); }
 
   std::vector<MountOp> Take() { return std::move(ops_); }
 
@@ -129,7 +168,7 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   p.File("/etc/group", "sandbox:x:" + gid + ":\nnogroup:x:65534:\n");
   p.File("/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t" + spec.hostname + "\n");
   p.File("/etc/hostname", spec.hostname + "\n");
-  for (const char* path : kEtcPaths) p.MirrorRo(path);
+  for (const char* path : kEtcPaths) p.CopyOrMirrorRo(path);
 
   // /dev: a small tmpfs with the harmless character devices bound from the host.
   p.Tmpfs("/dev", "mode=0755,size=65536");
@@ -142,6 +181,13 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   p.Tmpfs("/dev/shm", "mode=1777," + SizeOption(spec.limits.disk_bytes));
 
   p.Proc("/proc");
+  // Not in a zygote's /proc: its runs mount their own, which the kernel allows
+  // only while a fully visible proc is mounted in the namespace they come from
+  // (mount_too_revealing). The zygote runs no user code; each run masks its own.
+  if (!spec.nested_sandbox_host) {
+    for (const char* path : kMaskedProcPaths) p.Mask(path);
+    for (const char* path : kReadOnlyProcPaths) p.ReadOnly(path);
+  }
 
   // The only writable place: the working directory (also HOME and /tmp).
   p.Tmpfs(spec.workdir, "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
@@ -153,6 +199,22 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   return p.Take();
 }
 
+}  // namespace airlock::isolation::internal
+
+namespace airlock::isolation {
+
+std::vector<std::string> HostPathsOfPlan(const Spec& spec) {
+  using namespace internal;
+  std::vector<std::string> out(std::begin(kSystemPaths), std::end(kSystemPaths));
+  out.insert(out.end(), std::begin(kEtcPaths), std::end(kEtcPaths));
+  out.insert(out.end(), std::begin(kDevices), std::end(kDevices));
+  out.insert(out.end(), spec.ro_binds.begin(), spec.ro_binds.end());
+  return out;
+}
+
+}  // namespace airlock::isolation
+
+namespace airlock::isolation::internal {
 namespace {
 
 int MakeEmptyFile(const char* path, unsigned mode) {
@@ -212,6 +274,25 @@ int ApplyOp(const MountOp& op) {
     case MountOp::kProc:
       if (int err = MkdirOk(target, 0555)) return err;
       return ::mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0 : errno;
+    case MountOp::kMask: {
+      struct stat st;
+      if (::stat(target, &st) != 0) return errno == ENOENT ? 0 : errno;
+      if (S_ISDIR(st.st_mode)) {
+        return ::mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4096") == 0
+                   ? 0
+                   : errno;
+      }
+      return ::mount("/dev/null", target, nullptr, MS_BIND, nullptr) == 0 ? 0 : errno;
+    }
+    case MountOp::kReadOnly: {
+      struct stat st;
+      if (::stat(target, &st) != 0) return errno == ENOENT ? 0 : errno;
+      if (::mount(target, target, nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
+      return ::mount(nullptr, target, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     nullptr) == 0
+                 ? 0
+                 : errno;
+    }
   }
   return EINVAL;
 }

@@ -119,6 +119,11 @@ StatusOr<pid_t> PidOfPidfd(int pidfd);
 // which comes before its pidfd is readable. False when unknown.
 bool PidfdProcessExiting(int pidfd);
 
+// The host paths a sandbox of `spec` gets its filesystem from (bound, copied or
+// recreated as symlinks when it starts). A warm pool watches them: a zygote
+// built from a file the host has since replaced (a package upgrade) is replaced.
+std::vector<std::string> HostPathsOfPlan(const Spec& spec);
+
 // The isolation report of a run on this host (what Launch() puts in Launched).
 IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup);
 

@@ -389,7 +389,8 @@ std::string ReadyToJson(const std::string& status, const std::string& detail, co
   if (!detail.empty()) j["detail"] = detail;
   json p = json::object();
   for (const PoolView& v : pools) {
-    json one = {{"ready", v.ready}, {"target", v.target}, {"zygote", v.zygote}};
+    json one = {{"ready", v.ready}, {"target", v.target}, {"zygote", v.zygote}, {"state", v.state}};
+    if (!v.reason.empty()) one["reason"] = v.reason;
     if (!v.detail.empty()) one["detail"] = v.detail;
     p[v.profile] = std::move(one);
   }

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -205,8 +206,11 @@ struct PoolView {
   std::string zygote;  // "up", "starting", "down"
   std::string detail;
   uint64_t handoffs = 0, refills = 0, cold_fallbacks = 0, restarts = 0;
+  std::string state = "ok";  // "ok" or "degraded" (cannot make ready runs; see reason)
+  std::string reason;        // when degraded: zygote_start, zygote_died, run_setup, run_prepare, run_timeout
+  std::map<std::string, uint64_t> failures;  // reason -> count
 };
-// {"status":..., "detail":..., "pools":{profile:{"ready","target","zygote","detail"}}}
+// {"status":..., "detail":..., "pools":{profile:{"ready","target","zygote","state","reason","detail"}}}
 std::string ReadyToJson(const std::string& status, const std::string& detail, const std::vector<PoolView>& pools);
 
 // ---------------------------------------------------------------------------

@@ -406,6 +406,9 @@ std::vector<model::PoolView> Service::Pools() const {
     v.refills = s.refills;
     v.cold_fallbacks = s.cold_fallbacks;
     v.restarts = s.restarts;
+    v.state = s.state;
+    v.reason = s.reason;
+    v.failures = s.failures;
     out.push_back(std::move(v));
   }
   return out;

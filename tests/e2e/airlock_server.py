@@ -166,8 +166,11 @@ def descendants(pid, procs=None):
 
 
 class AirlockServer:
-    def __init__(self, extra_args=None, env=None, profiles_dir=None):
+    def __init__(self, extra_args=None, env=None, profiles_dir=None, wrapper=None):
         self.extra_args = list(extra_args or [])
+        # A command the server runs under (e.g. ["unshare", "--mount", ...]): it must exec
+        # the rest of its arguments, so that self.proc.pid is the server's pid.
+        self.wrapper = list(wrapper or [])
         self.env = dict(os.environ)
         self.env.pop("AIRLOCK_TOKENS", None)
         if env:
@@ -189,7 +192,7 @@ class AirlockServer:
         if (expected_mode() == "cold" and not any(a.startswith("--pool-size") for a in self.extra_args)
                 and supports_pool_size()):
             args += ["--pool-size", "0"]
-        args += self.extra_args
+        args = self.wrapper + args + self.extra_args
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
         first = self.proc.stdout.readline().decode()
         if not first.startswith("airlock: listening on http://"):

@@ -687,7 +687,9 @@ class TestWarmPool(RunCase):
         for profile in ("minimal", "general", "data-science", "visualization"):
             self.assertIn(profile, pools, body)
         for name, p in pools.items():
-            self.assertTrue({"ready", "target", "zygote"} <= set(p) <= {"ready", "target", "zygote", "detail"}, p)
+            self.assertTrue({"ready", "target", "zygote", "state"} <= set(p) <=
+                            {"ready", "target", "zygote", "state", "reason", "detail"}, p)
+            self.assertIn(p["state"], ("ok", "degraded"), p)
             self.assertEqual(p["target"], 4, f"{name}: the default --pool-size is 4")
             self.assertIn(p["zygote"], ("up", "starting", "down"))
             self.assertTrue(0 <= p["ready"] <= p["target"], p)
