@@ -159,6 +159,8 @@ std::string RenderPoolMetrics(const std::vector<model::PoolView>& pools) {
          [](const model::PoolView& p) { return p.cold_fallbacks; });
   family("airlock_zygote_restarts_total", "counter", "Zygotes that died and were restarted.",
          [](const model::PoolView& p) { return p.restarts; });
+  family("airlock_zygote_recycles_total", "counter", "Zygotes replaced after their run count or age.",
+         [](const model::PoolView& p) { return p.recycles; });
   return out;
 }
 

@@ -19,6 +19,7 @@
 //   airlock_pool_refills_total{profile}               counter  warm runs made ready
 //   airlock_pool_cold_fallbacks_total{profile}        counter  runs of a pooled profile that went cold
 //   airlock_zygote_restarts_total{profile}            counter  zygotes that died and were restarted
+//   airlock_zygote_recycles_total{profile}            counter  zygotes replaced after N runs or S seconds
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,8 @@
 //
 // Robustness: a zygote that dies is restarted with a backoff (its runs in
 // flight end with kill_reason "lost"); one is replaced after `recycle_after`
-// hand-offs once its runs have ended; a ready run that died is skipped. The
+// hand-offs or `recycle_after_s` seconds (a fork server's runs share its
+// memory layout and secrets: docs/security.md) once its runs have ended; a ready run that died is skipped. The
 // thread that calls Start() must outlive the pool (the zygotes die with it:
 // PR_SET_PDEATHSIG).
 #pragma once
@@ -48,6 +49,7 @@ struct PoolOptions {
   // long for one before it takes the cold path; 0: never waits.
   int max_wait_ms = 1000;
   int64_t recycle_after = 0;   // hand-offs after which a zygote is replaced; 0: never
+  double recycle_after_s = 0;  // seconds (from when it came up) after which a zygote is replaced; 0: never
   std::vector<std::string> zygote_env;  // the zygote's whole environment ("K=V")
   isolation::Limits zygote_limits;      // the zygote's own cgroup and rlimits (runs stay below)
   double startup_timeout_s = 120;       // imports of a cold disk cache can be slow
@@ -64,6 +66,7 @@ struct PoolStatus {
   std::string zygote;  // "up", "starting", "down"
   std::string detail;  // why down, import failures
   uint64_t handoffs = 0, refills = 0, cold_fallbacks = 0, restarts = 0;
+  uint64_t recycles = 0;  // zygotes replaced on purpose (run count or age)
 };
 
 struct HandOff {

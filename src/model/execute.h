@@ -202,6 +202,7 @@ struct PoolView {
   std::string zygote;  // "up", "starting", "down"
   std::string detail;
   uint64_t handoffs = 0, refills = 0, cold_fallbacks = 0, restarts = 0;
+  uint64_t recycles = 0;  // zygotes replaced on purpose (--pool-recycle, --pool-recycle-seconds)
 };
 // {"status":..., "detail":..., "pools":{profile:{"ready","target","zygote","detail"}}}
 std::string ReadyToJson(const std::string& status, const std::string& detail, const std::vector<PoolView>& pools);

@@ -392,6 +392,7 @@ std::vector<model::PoolView> Service::Pools() const {
     v.refills = s.refills;
     v.cold_fallbacks = s.cold_fallbacks;
     v.restarts = s.restarts;
+    v.recycles = s.recycles;
     out.push_back(std::move(v));
   }
   return out;
