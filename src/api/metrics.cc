@@ -179,6 +179,8 @@ std::string RenderPoolMetrics(const std::vector<model::PoolView>& pools) {
              std::to_string(count) + "\n";
     }
   }
+  family("airlock_zygote_recycles_total", "counter", "Zygotes replaced after their run count or age.",
+         [](const model::PoolView& p) { return p.recycles; });
   return out;
 }
 

@@ -21,6 +21,7 @@
 //   airlock_zygote_restarts_total{profile}            counter  zygotes that died and were restarted
 //   airlock_pool_degraded{profile,reason}             gauge    1 while the pool cannot make ready runs
 //   airlock_pool_failures_total{profile,reason}       counter  failures to make a ready run, by reason
+//   airlock_zygote_recycles_total{profile}            counter  zygotes replaced after N runs or S seconds
 #pragma once
 
 #include <cstdint>

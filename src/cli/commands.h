@@ -46,6 +46,7 @@ struct ServeFlags {
   std::vector<std::string> allow_degraded;
   int64_t pool_size = 4;         // warm runs kept ready per profile; 0: warm path off
   int64_t pool_recycle = 5000;   // runs after which a zygote is replaced; 0: never
+  double pool_recycle_s = 600;   // seconds after which a zygote is replaced; 0: never
 };
 
 int ServeCommand(const ServeFlags& flags);

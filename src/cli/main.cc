@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
   serve_cmd->add_option("--pool-recycle", serve.pool_recycle, "Runs after which a zygote is replaced (0: never)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  serve_cmd->add_option("--pool-recycle-seconds", serve.pool_recycle_s,
+                        "Seconds after which a zygote is replaced (0: never); its runs share its memory layout")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
 
   airlock::cli::McpFlags mcp;
   CLI::App* mcp_cmd = app.add_subcommand("mcp", "Serve MCP over stdio (for an agent host; docs/agents.md)");

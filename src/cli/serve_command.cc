@@ -144,6 +144,7 @@ int ServeCommand(const ServeFlags& flags) {
     popts.profiles = service::WarmPoolProfiles(*profiles);
     popts.size = static_cast<int>(flags.pool_size);
     popts.recycle_after = flags.pool_recycle;
+    popts.recycle_after_s = flags.pool_recycle_s;
     popts.zygote_env = service::RunEnvironment();
     // The zygote's own limits; its runs' rlimits must fit under them.
     isolation::Limits& z = popts.zygote_limits;

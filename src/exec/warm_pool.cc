@@ -146,6 +146,7 @@ struct Zygote {
   bool retiring = false;
   int spawns_asked = 0;  // kSpawn sent, no answer yet
   Clock::time_point started = Clock::now();
+  Clock::time_point up_at{};  // when it said up: PoolOptions::recycle_after_s counts from here
   std::string log_out, log_err;  // partial lines of the zygote's output
 };
 
@@ -162,6 +163,7 @@ struct Pool {
   int adopting = 0;  // runs handed to the adopters, not back yet (pool thread only)
   std::atomic<int> state{0};  // 0 down, 1 starting, 2 up
   std::atomic<uint64_t> handoffs{0}, refills{0}, cold_fallbacks{0}, restarts{0};
+  std::atomic<uint64_t> recycles{0};
   std::string detail;  // guarded by Impl::mu
   std::string degraded;  // the reason, "" when not degraded; guarded by Impl::mu
   std::string degraded_detail;  // guarded by Impl::mu
@@ -465,6 +467,7 @@ struct WarmPool::Impl {
         }
         z.state->pidfd = std::move(fds[0]);
         z.up = true;
+        z.up_at = Clock::now();
         if (&z == p.current.get()) {
           p.state = 2;
           SetDetail(p, text.empty() ? "" : "preimport failed: " + text);
@@ -604,9 +607,9 @@ struct WarmPool::Impl {
     z.reset();
   }
 
-  void Retire(Pool& p) {
-    log::Info("warm pool " + p.profile.name + ": recycling the zygote after " +
-              std::to_string(p.current->state->handoffs.load()) + " runs");
+  void Retire(Pool& p, const std::string& why) {
+    log::Info("warm pool " + p.profile.name + ": recycling the zygote after " + why);
+    p.recycles++;
     // Its ready runs are still good (handed off as usual while the successor
     // starts); it ends once the last of them has finished.
     p.current->retiring = true;
@@ -629,7 +632,12 @@ void WarmPool::Impl::Loop() {
       Pool& p = *pp;
       if (p.current && p.current->up && options.recycle_after > 0 &&
           p.current->state->handoffs.load() >= static_cast<uint64_t>(options.recycle_after)) {
-        Retire(p);
+        Retire(p, std::to_string(p.current->state->handoffs.load()) + " runs");
+      } else if (p.current && p.current->up && options.recycle_after_s > 0 &&
+                 now - p.current->up_at >= std::chrono::duration<double>(options.recycle_after_s)) {
+        // Every run of a zygote shares its layout and secrets (docs/security.md):
+        // a budget in time bounds how long one leak stays useful on a quiet server.
+        Retire(p, std::to_string(static_cast<int64_t>(options.recycle_after_s)) + " s");
       }
       // A host file the zygote was built from was replaced (a package upgrade):
       // its copies are stale and its binds of replaced files fail. Checked
@@ -932,6 +940,7 @@ std::vector<PoolStatus> WarmPool::Snapshot() const {
     s.state = p->degraded.empty() ? "ok" : "degraded";
     s.reason = p->degraded;
     s.failures = p->failures;
+    s.recycles = p->recycles.load();
     out.push_back(std::move(s));
   }
   return out;

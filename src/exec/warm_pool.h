@@ -12,10 +12,12 @@
 //
 // Robustness: a zygote that dies is restarted with a backoff (its runs in
 // flight end with kill_reason "lost"); one is replaced after `recycle_after`
-// hand-offs once its runs have ended; a ready run that died is skipped; one
-// whose new runs fail their setup (e.g. a bind source the host replaced since
-// it started) is replaced, with a backoff, its ready runs still used. Until a
-// run is ready again the pool says "degraded" and why (Snapshot()). The
+// hand-offs or `recycle_after_s` seconds (a fork server's runs share its
+// memory layout and secrets: docs/security.md) once its runs have ended; a
+// ready run that died is skipped; one whose new runs fail their setup (e.g. a
+// bind source the host replaced since it started) is replaced, with a
+// backoff, its ready runs still used. Until a run is ready again the pool says
+// "degraded" and why (Snapshot()). The
 // thread that calls Start() must outlive the pool (the zygotes die with it:
 // PR_SET_PDEATHSIG).
 #pragma once
@@ -52,6 +54,7 @@ struct PoolOptions {
   // long for one before it takes the cold path; 0: never waits.
   int max_wait_ms = 1000;
   int64_t recycle_after = 0;   // hand-offs after which a zygote is replaced; 0: never
+  double recycle_after_s = 0;  // seconds (from when it came up) after which a zygote is replaced; 0: never
   std::vector<std::string> zygote_env;  // the zygote's whole environment ("K=V")
   isolation::Limits zygote_limits;      // the zygote's own cgroup and rlimits (runs stay below)
   double startup_timeout_s = 120;       // imports of a cold disk cache can be slow
@@ -74,6 +77,7 @@ struct PoolStatus {
   std::string state = "ok";
   std::string reason;
   std::map<std::string, uint64_t> failures;  // reason -> count, since start
+  uint64_t recycles = 0;  // zygotes replaced on purpose (run count or age)
 };
 
 struct HandOff {

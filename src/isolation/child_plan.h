@@ -41,6 +41,7 @@ enum Step : int {
   kStepSeccomp,
   kStepExec,
   kStepReady,  // a warm run could not tell its zygote's server that it is ready
+  kStepLocks,  // the lock filter and its hand-over to init (lock_supervisor.h)
   kStepCount,
 };
 

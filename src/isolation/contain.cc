@@ -5,8 +5,11 @@
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,6 +19,7 @@
 #include <cerrno>
 
 #include "isolation/child_plan.h"
+#include "isolation/lock_supervisor.h"
 #include "isolation/spec.h"
 
 namespace airlock::isolation::internal {
@@ -52,8 +56,14 @@ int MoveFd(int fd, int target) {
 }
 
 // The program: everything after this is the user's. Returns only for a warm
-// plan, with every layer in force.
-void RestrictProgram(const ChildPlan& plan) {
+// plan, with every layer in force. lock_sock: where the lock filter's listener
+// goes to init (-1: no lock filter, the zygote).
+void RestrictProgram(const ChildPlan& plan, int lock_sock) {
+  // First, while nothing but our own code runs: every lock request from here on
+  // is answered by init (lock_supervisor.h).
+  if (lock_sock >= 0) {
+    if (int err = InstallLockFilter(*plan.seccomp, lock_sock)) Fail(plan, kStepLocks, err);
+  }
   if (::setsid() < 0) Fail(plan, kStepSetsid, errno);
   // execve keeps the signal mask and ignored signals: start the program from
   // the defaults, whatever the server blocked or ignored. A warm run keeps its
@@ -174,6 +184,67 @@ void CloseInheritedFds(const ChildPlan& plan) {
   ::syscall(SYS_close_range, next, ~0U, 0);
 }
 
+// The program ended: so does the run. Kill and reap everything else in our pid
+// namespace first (a process forked meanwhile is caught by the next round), so
+// that when the status is out, no process of the run is left but this one,
+// which only exits; what we reaped is everything the run used that is
+// accounted to processes.
+[[noreturn]] void EndRun(const ChildPlan& plan, int status) {
+  for (;;) {
+    ::kill(-1, SIGKILL);
+    int ignored;
+    pid_t r = ::waitpid(-1, &ignored, __WALL);
+    if (r < 0 && errno == ECHILD) break;
+  }
+  ProgramStatus report{};
+  report.wait_status = status;
+  ::getrusage(RUSAGE_CHILDREN, &report.usage);
+  ssize_t unused = ::write(plan.status_w, &report, sizeof report);
+  (void)unused;
+  ::_exit(0);
+}
+
+// init's life when it answers the program's lock requests: reaps (SIGCHLD by a
+// signalfd) and answers the listener in one poll loop.
+[[noreturn]] void SuperviseLocksUntilTheEnd(const ChildPlan& plan, pid_t program, int listener) {
+  LockSupervisor sup;
+  InitLockSupervisor(&sup, listener, plan.workdir.c_str());
+  sigset_t chld;
+  ::sigemptyset(&chld);
+  ::sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  const int sfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);  // < 0: poll every 10 ms instead
+  bool watch_listener = true;
+  for (;;) {
+    for (;;) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, __WALL | WNOHANG);
+      if (pid == 0) break;
+      if (pid < 0) {
+        if (errno == EINTR) continue;
+        ::_exit(kExitSetupFailed);  // no children left: cannot happen before the program exits
+      }
+      if (pid == program) EndRun(plan, status);
+    }
+    struct pollfd fds[2] = {{sfd, POLLIN, 0}, {sup.listener, POLLIN, 0}};
+    const nfds_t n = watch_listener ? 2 : 1;
+    int timeout = LockRetryMs(sup);
+    if (sfd < 0 && (timeout < 0 || timeout > 10)) timeout = 10;
+    if (::poll(fds, n, timeout) < 0) continue;
+    if (fds[0].revents & POLLIN) {
+      struct signalfd_siginfo info[8];
+      while (::read(sfd, info, sizeof info) > 0) {
+      }
+    }
+    if (watch_listener && (fds[1].revents & POLLIN)) {
+      HandleLockNotification(&sup);
+    } else if (watch_listener && fds[1].revents) {
+      watch_listener = false;  // no process of the run is left that could ask
+    }
+    if (sup.n_pending > 0) RetryPendingLocks(&sup);
+  }
+}
+
 }  // namespace
 
 void RunChild(const ChildPlan& plan) {
@@ -211,14 +282,22 @@ void RunChild(const ChildPlan& plan) {
 
   // A zygote is its namespace's init itself (it reaps its runs): no copy of
   // the server's memory stays alive next to it.
-  if (plan.nested_sandbox_host) RestrictProgram(plan);  // execs or fails
+  if (plan.nested_sandbox_host) RestrictProgram(plan, -1);  // execs or fails
+
+  // The lock filter's listener goes from the program to init over this pair.
+  int lock_sock[2] = {-1, -1};
+  if (plan.seccomp != nullptr && !plan.seccomp->lock_filter.empty() &&
+      ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lock_sock) != 0) {
+    Fail(plan, kStepLocks, errno);
+  }
 
   // We are pid 1 of the run's pid namespace: fork the program and stay as its
   // init, so that when the program ends, the kernel kills everything it left.
   pid_t program = RawFork();
   if (program < 0) Fail(plan, kStepFork, errno);
   if (program == 0) {
-    RestrictProgram(plan);
+    if (lock_sock[0] >= 0) ::close(lock_sock[0]);
+    RestrictProgram(plan, lock_sock[1]);
     return;  // a warm run's program: the caller runs the code
   }
 
@@ -236,6 +315,13 @@ void RunChild(const ChildPlan& plan) {
     *p = 0;
   }
 
+  if (lock_sock[0] >= 0) {
+    ::close(lock_sock[1]);
+    const int listener = ReceiveLockListener(lock_sock[0]);  // -1: the program ended first
+    ::close(lock_sock[0]);
+    if (listener >= 0) SuperviseLocksUntilTheEnd(plan, program, listener);
+  }
+
   for (;;) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, __WALL);
@@ -243,25 +329,7 @@ void RunChild(const ChildPlan& plan) {
       if (errno == EINTR) continue;
       ::_exit(kExitSetupFailed);  // no children left: cannot happen before the program exits
     }
-    if (pid == program) {
-      // The program ended: so does the run. Kill and reap everything else in
-      // our pid namespace first (a process forked meanwhile is caught by the
-      // next round), so that when the status is out, no process of the run
-      // is left but this one, which only exits; what we reaped is everything
-      // the run used that is accounted to processes.
-      for (;;) {
-        ::kill(-1, SIGKILL);
-        int ignored;
-        pid_t r = ::waitpid(-1, &ignored, __WALL);
-        if (r < 0 && errno == ECHILD) break;
-      }
-      ProgramStatus report{};
-      report.wait_status = status;
-      ::getrusage(RUSAGE_CHILDREN, &report.usage);
-      ssize_t unused = ::write(plan.status_w, &report, sizeof report);
-      (void)unused;
-      ::_exit(0);
-    }
+    if (pid == program) EndRun(plan, status);
   }
 }
 

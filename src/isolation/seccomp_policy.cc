@@ -283,6 +283,35 @@ std::vector<sock_filter> IoctlPrologue() {
   return p;
 }
 
+// The lock filter (see SeccompProgram::lock_filter). Layout: 0 ld arch; 1 jne
+// x86_64 -> allow; 2 ld nr; 3 jeq flock -> notify; 4 jne fcntl -> allow; 5 ld
+// arg1.lo; 6 jeq F_NOTIFY -> deny; 7.. one jeq per lock command -> notify;
+// allow; notify; deny. Another ABI is allowed here and killed by the main filter.
+std::vector<sock_filter> LockFilter() {
+  constexpr uint32_t kArgLow = offsetof(struct seccomp_data, args) + 1 * sizeof(uint64_t);
+  constexpr uint32_t kLockCommands[] = {F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW};
+  constexpr uint8_t kCount = sizeof(kLockCommands) / sizeof(kLockCommands[0]);
+  const uint8_t allow = 7 + kCount, notify = allow + 1, deny = allow + 2;
+  auto rel = [](uint8_t target, uint8_t at) { return static_cast<uint8_t>(target - at - 1); };
+  std::vector<sock_filter> p;
+  p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
+  p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, rel(allow, 1)));
+  p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+  p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_flock, rel(notify, 3), 0));
+  p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fcntl, 0, rel(allow, 4)));
+  p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArgLow));
+  p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_NOTIFY, rel(deny, 6), 0));
+  for (uint8_t i = 0; i < kCount; ++i) {
+    const uint8_t at = 7 + i;
+    p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kLockCommands[i], rel(notify, at),
+                         i + 1 == kCount ? rel(allow, at) : uint8_t{0}));
+  }
+  p.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  p.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
+  p.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)));
+  return p;
+}
+
 }  // namespace
 
 StatusOr<SeccompProgram> CompileSeccompPolicy(const SeccompOptions& /*options*/) {
@@ -300,6 +329,7 @@ StatusOr<SeccompProgram> CompileSeccompPolicy(const SeccompOptions& /*options*/)
   }
 
   SeccompProgram program;
+  program.lock_filter = LockFilter();
   program.filter = IoctlPrologue();
   const size_t prologue = program.filter.size();
   program.filter.resize(prologue + size / sizeof(sock_filter));
@@ -340,7 +370,9 @@ StatusOr<std::string> DescribeSeccompPolicy(const SeccompOptions& /*options*/) {
   if (int rc = seccomp_export_pfc(ctx.get(), fd.get()); rc < 0) return SeccompError("exporting PFC", rc);
   std::string text =
       "# before this program: ioctl (x86_64) with the low 32 bits of arg1 equal to TIOCSTI (0x5412)\n"
-      "# or TIOCLINUX (0x541c) -> ERRNO(1)\n";
+      "# or TIOCLINUX (0x541c) -> ERRNO(1)\n"
+      "# a filter installed before this one: flock and fcntl F_GETLK/F_SETLK/F_SETLKW/F_OFD_GETLK/\n"
+      "# F_OFD_SETLK/F_OFD_SETLKW -> USER_NOTIF (answered by the run's init), fcntl F_NOTIFY -> ERRNO(1)\n";
   char buf[4096];
   for (off_t off = 0;;) {
     ssize_t n = pread(fd.get(), buf, sizeof(buf), off);

@@ -13,7 +13,9 @@
 //    (its flags live in memory where seccomp cannot look), so glibc falls back to clone();
 //  - socket()/socketpair() work for AF_UNIX only (EPERM otherwise);
 //  - ioctl() works except TIOCSTI and TIOCLINUX (terminal input injection): EPERM;
-//  - personality() only queries or sets PER_LINUX; mknod()/mknodat() make FIFOs only.
+//  - personality() only queries or sets PER_LINUX; mknod()/mknodat() make FIFOs only;
+//  - flock() and fcntl() lock commands are answered by the run's init (lock_filter),
+//    fcntl(F_NOTIFY) fails with EPERM.
 #pragma once
 
 #include <linux/filter.h>
@@ -32,6 +34,11 @@ struct SeccompOptions {
 
 struct SeccompProgram {
   std::vector<sock_filter> filter;
+  // Installed before `filter`, with a listener that the run's init keeps: sends
+  // flock() and fcntl()'s lock commands to init (isolation/lock_supervisor.h),
+  // refuses fcntl(F_NOTIFY) (dnotify sees other runs' reads of shared files,
+  // like inotify), allows everything else (`filter` decides).
+  std::vector<sock_filter> lock_filter;
 };
 
 StatusOr<SeccompProgram> CompileSeccompPolicy(const SeccompOptions& options);

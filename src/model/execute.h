@@ -209,6 +209,7 @@ struct PoolView {
   std::string state = "ok";  // "ok" or "degraded" (cannot make ready runs; see reason)
   std::string reason;        // when degraded: zygote_start, zygote_died, run_setup, run_prepare, run_timeout
   std::map<std::string, uint64_t> failures;  // reason -> count
+  uint64_t recycles = 0;  // zygotes replaced on purpose (--pool-recycle, --pool-recycle-seconds)
 };
 // {"status":..., "detail":..., "pools":{profile:{"ready","target","zygote","state","reason","detail"}}}
 std::string ReadyToJson(const std::string& status, const std::string& detail, const std::vector<PoolView>& pools);

@@ -409,6 +409,7 @@ std::vector<model::PoolView> Service::Pools() const {
     v.state = s.state;
     v.reason = s.reason;
     v.failures = s.failures;
+    v.recycles = s.recycles;
     out.push_back(std::move(v));
   }
   return out;

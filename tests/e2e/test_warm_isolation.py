@@ -15,6 +15,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -829,3 +830,70 @@ class TestZygoteRestart(RunCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+LAYOUT_CODE = ("import ctypes, json\n"
+               "libc = ctypes.CDLL(None)\n"
+               "print('LAYOUT ' + json.dumps({'libc': ctypes.cast(libc.printf, ctypes.c_void_p).value,"
+               " 'stack': next(l.split('-')[0] for l in open('/proc/self/maps') if '[stack]' in l),"
+               " 'hash': hash('airlock')}))\n")
+
+
+class TestZygoteRecycling(RunCase):
+    """Issue 15.3: every run of one zygote shares its memory layout (libc, stack) and str hash
+    secret; a zygote is replaced after --pool-recycle-seconds, and its successor's runs share
+    nothing of that with the runs before."""
+
+    @classmethod
+    def setUpClass(cls):
+        warm_only()
+        # Only the general profile (ctypes allowed), without its preimports: a zygote
+        # restarted every 4 s must stay cheap.
+        cls.profiles = tempfile.TemporaryDirectory(prefix="airlock-recycle-")
+        with open(os.path.join(SOURCE_DIR, "profiles", "general.yaml")) as f:
+            text = f.read()
+        text = text.replace("preimport:\n  - numpy\n  - pandas\n  - matplotlib\n", "preimport: []\n")
+        assert "preimport: []" in text, "profiles/general.yaml changed: update this test"
+        with open(os.path.join(cls.profiles.name, "general.yaml"), "w") as f:
+            f.write(text)
+        cls.server = AirlockServer(extra_args=["--pool-size", "1", "--pool-recycle-seconds", "4",
+                                               "--default-profile", "general"],
+                                   profiles_dir=cls.profiles.name).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.cleanup()
+        cls.profiles.cleanup()
+
+    def layout(self):
+        srv = self.server
+        srv.wait_pools_ready(profiles=["general"])
+        status, body = srv.execute(LAYOUT_CODE, path="/v1/execute", profile="general")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["isolation"]["mode"], "warm", body)
+        return field("LAYOUT", body["stdout"])
+
+    def test_a_zygote_is_replaced_after_its_time_budget(self):
+        srv = self.server
+        before = metric_value(srv.metrics(), "airlock_zygote_recycles_total", profile="general") or 0
+        # What a fork server shares (documented in docs/security.md): one zygote, one layout.
+        # Of three runs in a row, two in a row come from one zygote (a recycle may fall between).
+        a, b, c = self.layout(), self.layout(), self.layout()
+        self.assertTrue(a == b or b == c, f"two runs of one zygote share their layout: {a} {b} {c}")
+        first = c
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if (metric_value(srv.metrics(), "airlock_zygote_recycles_total", profile="general") or 0) > before:
+                break
+            time.sleep(0.2)
+        self.assertGreater(metric_value(srv.metrics(), "airlock_zygote_recycles_total", profile="general") or 0,
+                           before, "the zygote was not recycled after --pool-recycle-seconds 4")
+        # The ready run made by the old zygote may still be handed off once; after it, runs
+        # come from the new zygote.
+        deadline = time.monotonic() + 30
+        third = self.layout()
+        while third == first and time.monotonic() < deadline:
+            third = self.layout()
+        self.assertNotEqual(third["libc"], first["libc"], "a new zygote must have a new libc address")
+        self.assertNotEqual(third["stack"], first["stack"], "a new zygote must have a new stack")
+        self.assertNotEqual(third["hash"], first["hash"], "a new zygote must have a new str hash secret")

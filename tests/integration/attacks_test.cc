@@ -12,9 +12,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sys/file.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "base/fs.h"
 #include "tests/helpers/host_abi.h"
@@ -412,6 +418,163 @@ TEST_P(AttackTest, WriteEndsParkedInASocketDoNotHoldTheResult) {
   EXPECT_EQ(r.exit_code, 0) << r.err.data;
   EXPECT_EQ(r.out.data, "parked\n");
   EXPECT_LT(r.duration_ms, 5000);
+}
+
+// Issue 15.2: flock() works on a read-only descriptor and its lock belongs to
+// the inode, so a run could lock the host's shared files. A host process (root)
+// taking a shared lock on the same file must never be blocked by a run, for the
+// read-only binds, the bound devices and the run's own executable.
+TEST_P(AttackTest, LocksOnSharedFilesDoNotBlockTheHost) {
+  char exe[PATH_MAX];
+  const char* exe_path = path_ == RunPath::kWarm ? (std::getenv("AIRLOCK_BINARY") ? std::getenv("AIRLOCK_BINARY")
+                                                                                   : AIRLOCK_BINARY_DEFAULT)
+                                                 : "/usr/bin/python3";
+  ASSERT_NE(realpath(exe_path, exe), nullptr) << exe_path;
+  const std::vector<std::string> files = {"/usr/lib/python3.11/os.py", "/dev/null", exe};
+  std::atomic<bool> done{false};
+  exec::RunResult r;
+  std::thread run([&] {
+    r = Py("import fcntl, os, time\n"
+           "held = []\n"
+           "for p in ['/usr/lib/python3.11/os.py', '/dev/null', '/proc/self/exe']:\n"
+           "    try:\n"
+           "        f = open(p, 'rb'); fcntl.flock(f, fcntl.LOCK_EX); held.append(f)\n"
+           "        g = open(p, 'rb'); fcntl.lockf(g, fcntl.LOCK_SH); held.append(g)\n"
+           "        print('LOCKED', p, flush=True)\n"
+           "    except OSError as e:\n"
+           "        print('NOLOCK', p, e.errno, flush=True)\n"
+           "time.sleep(2.5)\n",
+           {}, 20);
+    done = true;
+  });
+  std::vector<int> fds, flock_blocked(files.size()), posix_blocked(files.size());
+  for (const auto& f : files) fds.push_back(open(f.c_str(), O_RDONLY | O_CLOEXEC));
+  while (!done) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (fds[i] < 0) continue;
+      if (flock(fds[i], LOCK_SH | LOCK_NB) == 0) {
+        flock(fds[i], LOCK_UN);
+      } else if (errno == EWOULDBLOCK) {
+        ++flock_blocked[i];
+      }
+      struct flock fl{};
+      fl.l_type = F_WRLCK;
+      fl.l_whence = SEEK_SET;
+      if (fcntl(fds[i], F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK) ++posix_blocked[i];
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  run.join();
+  for (int fd : fds) close(fd);
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, HasSubstr("LOCKED /usr/lib/python3.11/os.py\n")) << r.out.data;
+  EXPECT_THAT(r.out.data, HasSubstr("LOCKED /dev/null\n"));
+  for (size_t i = 0; i < files.size(); ++i) {
+    EXPECT_EQ(flock_blocked[i], 0) << "a run's flock blocked the host's LOCK_SH on " << files[i] << "\n" << r.out.data;
+    EXPECT_EQ(posix_blocked[i], 0) << "a run's POSIX read lock conflicts with a host writer on " << files[i];
+  }
+}
+
+// Issue 15.2: two concurrent runs must not see each other's locks on shared
+// files (flock, POSIX and OFD record locks): that was an exact covert channel.
+TEST_P(AttackTest, LocksOnSharedFilesAreNoChannelBetweenRuns) {
+  const std::string probe_files = "['/usr/lib/python3.11/os.py', '/dev/null']";
+  std::atomic<bool> done{false};
+  exec::RunResult sender;
+  std::thread run([&] {
+    isolation::Spec spec = exec::PythonSpec("import fcntl, time\n"
+                                            "held = []\n"
+                                            "for p in " + probe_files + ":\n"
+                                            "    f = open(p, 'rb'); fcntl.flock(f, fcntl.LOCK_EX); held.append(f)\n"
+                                            "    g = open(p, 'rb'); fcntl.lockf(g, fcntl.LOCK_SH); held.append(g)\n"
+                                            "print('HOLDING', flush=True)\n"
+                                            "time.sleep(4)\n",
+                                            {}, false);
+    exec::RunOptions options;
+    options.timeout_s = 20;
+    auto res = exec::RunToCompletion(*host_, spec, options);
+    if (res.ok()) sender = *res;
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto r = Py("import fcntl, os, struct, time\n"
+              "seen = set()\n"
+              "end = time.time() + 3\n"
+              "while time.time() < end:\n"
+              "    for p in " + probe_files + ":\n"
+              "        with open(p, 'rb') as f:\n"
+              "            try:\n"
+              "                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); fcntl.flock(f, fcntl.LOCK_UN)\n"
+              "            except BlockingIOError:\n"
+              "                seen.add('FLOCK ' + p)\n"
+              "            for cmd in (fcntl.F_GETLK, 36):\n"  // 36: F_OFD_GETLK
+              "                req = struct.pack('hhqqi4x', fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)\n"
+              "                if struct.unpack('hhqqi4x', fcntl.fcntl(f, cmd, req))[0] != fcntl.F_UNLCK:\n"
+              "                    seen.add('GETLK%d %s' % (cmd, p))\n"
+              "    time.sleep(0.05)\n"
+              "print('SEEN', sorted(seen))\n",
+              {}, 20);
+  run.join();
+  EXPECT_EQ(sender.exit_code, 0) << sender.err.data;
+  EXPECT_THAT(sender.out.data, HasSubstr("HOLDING"));
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_EQ(r.out.data, "SEEN []\n") << "a run saw another run's locks on shared files";
+}
+
+// What must keep working: flock (Python's filelock) and POSIX locks (SQLite)
+// between the processes of one run, in its working directory and /dev/shm.
+TEST_P(AttackTest, LocksInTheWorkingDirectoryStillExclude) {
+  auto r = Py("import fcntl, sqlite3, subprocess, sys, time\n"
+              "open('/tmp/child.py', 'w').write('''\n"
+              "import fcntl, sqlite3, sys, time\n"
+              "kind, path = sys.argv[1], sys.argv[2]\n"
+              "if kind == 'flock':\n"
+              "    b = open(path, 'w')\n"
+              "    try:\n"
+              "        fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB); sys.exit(1)\n"
+              "    except BlockingIOError:\n"
+              "        print('TRIED', flush=True)\n"
+              "    t = time.time(); fcntl.flock(b, fcntl.LOCK_EX)\n"
+              "    sys.exit(0 if time.time() - t > 0.3 else 2)\n"
+              "c2 = sqlite3.connect(path, timeout=0)\n"
+              "try:\n"
+              "    c2.execute('begin immediate'); sys.exit(1)\n"
+              "except sqlite3.OperationalError:\n"
+              "    print('TRIED', flush=True)\n"
+              "c2 = sqlite3.connect(path, timeout=10)\n"
+              "c2.execute('begin immediate')\n"
+              "sys.exit(0 if c2.execute('select count(*) from t').fetchone()[0] == 1 else 3)\n"
+              "''')\n"
+              "def child(*args):\n"
+              "    p = subprocess.Popen([sys.executable, '/tmp/child.py', *args], stdout=subprocess.PIPE)\n"
+              "    p.stdout.readline()\n"  // returns once the child found the lock taken
+              "    time.sleep(0.5)\n"
+              "    return p\n"
+              "for path in ['/tmp/x.lock', '/dev/shm/x.lock']:\n"
+              "    a = open(path, 'w'); fcntl.flock(a, fcntl.LOCK_EX)\n"
+              "    p = child('flock', path)\n"
+              "    fcntl.flock(a, fcntl.LOCK_UN)\n"
+              "    print('FLOCK', path, p.wait(), flush=True)\n"
+              "c1 = sqlite3.connect('/tmp/db.sqlite', isolation_level=None)\n"
+              "c1.execute('create table t(x)'); c1.execute('begin immediate'); c1.execute('insert into t values (1)')\n"
+              "p = child('sqlite', '/tmp/db.sqlite')\n"
+              "c1.execute('commit')\n"
+              "print('SQLITE', p.wait(), flush=True)\n",
+              {}, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_EQ(r.out.data, "FLOCK /tmp/x.lock 0\nFLOCK /dev/shm/x.lock 0\nSQLITE 0\n") << r.err.data;
+}
+
+// dnotify (fcntl F_NOTIFY) on a shared directory would report other runs'
+// accesses, as inotify would: refused.
+TEST_P(AttackTest, DnotifyIsRefused) {
+  auto r = Py("import fcntl, os\n"
+              "fd = os.open('/usr/lib/python3.11', os.O_RDONLY)\n"
+              "try:\n"
+              "    fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT); print('DNOTIFY ok')\n"
+              "except OSError as e:\n"
+              "    print('DNOTIFY', e.errno)\n");
+  EXPECT_EQ(r.out.data, "DNOTIFY 1\n") << r.err.data;
 }
 
 // Kernel objects charged per user to the namespace's owner on the host must not

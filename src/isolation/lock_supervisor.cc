@@ -1,0 +1,255 @@
+#include "isolation/lock_supervisor.h"
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS  // Linux 6.6; Debian 12's headers stop at 6.1
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL  // Linux 6.9: a pidfd for a thread, not only a leader
+#endif
+
+namespace airlock::isolation::internal {
+namespace {
+
+bool IsOwn(const LockSupervisor& sup, int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
+  for (int i = 0; i < sup.n_own; ++i) {
+    if (st.st_dev == sup.own_devs[i]) return true;
+  }
+  return false;
+}
+
+bool StillWaiting(const LockSupervisor& sup, uint64_t id) {
+  uint64_t copy = id;
+  return ::ioctl(sup.listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &copy) == 0;
+}
+
+void Answer(const LockSupervisor& sup, uint64_t id, int error, uint32_t flags = 0) {
+  struct seccomp_notif_resp resp;
+  std::memset(&resp, 0, sizeof resp);
+  resp.id = id;
+  resp.error = error ? -error : 0;
+  resp.flags = flags;
+  ::ioctl(sup.listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);  // ENOENT: the caller is gone; nothing to do
+}
+
+// flock(fd, op): on the run's own file, done here on init's duplicate of the
+// caller's open file description (the same lock). Returns true when the
+// request now waits in sup->pending (fd kept), false when answered.
+bool Flock(LockSupervisor* sup, const struct seccomp_notif& req, int fd) {
+  const int op = static_cast<int>(req.data.args[1]);
+  const int kind = op & ~LOCK_NB;
+  if (kind != LOCK_SH && kind != LOCK_EX && kind != LOCK_UN) {
+    Answer(*sup, req.id, EINVAL);
+    return false;
+  }
+  if (!IsOwn(*sup, fd)) {
+    Answer(*sup, req.id, 0);  // shared with the host or other runs: lock nothing
+    return false;
+  }
+  if (::flock(fd, kind | LOCK_NB) == 0) {
+    Answer(*sup, req.id, 0);
+    return false;
+  }
+  const int err = errno;
+  if (err != EWOULDBLOCK || (op & LOCK_NB) || kind == LOCK_UN) {
+    Answer(*sup, req.id, err);
+    return false;
+  }
+  if (sup->n_pending == LockSupervisor::kMaxPending) {
+    Answer(*sup, req.id, ENOLCK);
+    return false;
+  }
+  sup->pending[sup->n_pending++] = {req.id, fd, kind};
+  return true;
+}
+
+// fcntl(fd, F_*LK*, &flock): the run's own file goes to the kernel (the owner of
+// a POSIX lock is the calling process, which init cannot act as); any other
+// file gets "done" without a lock, and F_GETLK "no conflict".
+void RecordLock(const LockSupervisor& sup, const struct seccomp_notif& req, int fd) {
+  if (IsOwn(sup, fd)) {
+    Answer(sup, req.id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+    return;
+  }
+  struct flock fl;
+  struct iovec local = {&fl, sizeof fl};
+  struct iovec remote = {reinterpret_cast<void*>(static_cast<uintptr_t>(req.data.args[2])), sizeof fl};
+  if (::process_vm_readv(static_cast<pid_t>(req.pid), &local, 1, &remote, 1, 0) != sizeof fl) {
+    Answer(sup, req.id, EFAULT);
+    return;
+  }
+  const unsigned cmd = static_cast<unsigned>(req.data.args[1]);
+  if (fl.l_type != F_RDLCK && fl.l_type != F_WRLCK && fl.l_type != F_UNLCK) {
+    Answer(sup, req.id, EINVAL);
+    return;
+  }
+  if (cmd == F_GETLK || cmd == F_OFD_GETLK) {
+    fl.l_type = F_UNLCK;
+    if (!StillWaiting(sup, req.id) ||  // the pid still names the caller
+        ::process_vm_writev(static_cast<pid_t>(req.pid), &local, 1, &remote, 1, 0) != sizeof fl) {
+      Answer(sup, req.id, EFAULT);
+      return;
+    }
+    Answer(sup, req.id, 0);
+    return;
+  }
+  // The kernel's own checks: a read lock needs a readable, a write lock a writable descriptor.
+  const int mode = ::fcntl(fd, F_GETFL) & O_ACCMODE;
+  if ((fl.l_type == F_RDLCK && mode == O_WRONLY) || (fl.l_type == F_WRLCK && mode == O_RDONLY)) {
+    Answer(sup, req.id, EBADF);
+    return;
+  }
+  Answer(sup, req.id, 0);
+}
+
+}  // namespace
+
+int InstallLockFilter(const SeccompProgram& program, int sock) {
+  struct sock_fprog prog;
+  prog.len = static_cast<unsigned short>(program.lock_filter.size());
+  prog.filter = const_cast<sock_filter*>(program.lock_filter.data());
+  const long listener = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  if (listener < 0) {
+    const int err = errno;
+    ::close(sock);
+    return err;
+  }
+  int fd = static_cast<int>(listener);
+  char byte = 'L';
+  struct iovec iov = {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  std::memset(control, 0, sizeof control);
+  struct msghdr msg;
+  std::memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  ssize_t n;
+  do {
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  const int err = n == 1 ? 0 : (n < 0 ? errno : EPIPE);
+  ::close(fd);
+  ::close(sock);
+  return err;
+}
+
+int ReceiveLockListener(int sock) {
+  char byte;
+  struct iovec iov = {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  std::memset(control, 0, sizeof control);
+  struct msghdr msg;
+  std::memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) return -1;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+      c->cmsg_len != CMSG_LEN(sizeof(int))) {
+    return -1;
+  }
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
+void InitLockSupervisor(LockSupervisor* sup, int listener, const char* workdir) {
+  sup->listener = listener;
+  // The caller waits for init and init for the caller: switch to each other
+  // directly instead of through the scheduler (Linux 6.6; optional).
+  ::ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+  sup->n_own = 0;
+  sup->n_pending = 0;
+  struct stat st;
+  if (::stat(workdir, &st) == 0) sup->own_devs[sup->n_own++] = st.st_dev;
+  if (::stat("/dev/shm", &st) == 0 && (sup->n_own == 0 || st.st_dev != sup->own_devs[0])) {
+    sup->own_devs[sup->n_own++] = st.st_dev;
+  }
+}
+
+void HandleLockNotification(LockSupervisor* sup) {
+  struct seccomp_notif req;
+  std::memset(&req, 0, sizeof req);
+  if (::ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) return;  // the caller went away
+  long pidfd = ::syscall(SYS_pidfd_open, req.pid, PIDFD_THREAD);
+  if (pidfd < 0) pidfd = ::syscall(SYS_pidfd_open, req.pid, 0);
+  if (pidfd < 0) {
+    Answer(*sup, req.id, ESRCH);
+    return;
+  }
+  // The pid could name another process if the caller died before pidfd_open.
+  if (!StillWaiting(*sup, req.id)) {
+    ::close(static_cast<int>(pidfd));
+    return;
+  }
+  const long fd = ::syscall(SYS_pidfd_getfd, static_cast<int>(pidfd), static_cast<int>(req.data.args[0]), 0);
+  const int getfd_err = errno;
+  ::close(static_cast<int>(pidfd));
+  if (fd < 0) {
+    Answer(*sup, req.id, getfd_err == EBADF ? EBADF : getfd_err);
+    return;
+  }
+  bool kept = false;
+  if (req.data.nr == __NR_flock) {
+    kept = Flock(sup, req, static_cast<int>(fd));
+  } else {
+    RecordLock(*sup, req, static_cast<int>(fd));
+  }
+  if (!kept) ::close(static_cast<int>(fd));
+}
+
+void RetryPendingLocks(LockSupervisor* sup) {
+  for (int i = 0; i < sup->n_pending;) {
+    LockSupervisor::Pending& p = sup->pending[i];
+    bool done = true;
+    if (!StillWaiting(*sup, p.id)) {
+      // gave up (a signal) or gone: drop it
+    } else if (::flock(p.fd, p.op | LOCK_NB) == 0) {
+      Answer(*sup, p.id, 0);
+    } else if (errno != EWOULDBLOCK) {
+      Answer(*sup, p.id, errno);
+    } else {
+      done = false;
+    }
+    if (done) {
+      ::close(p.fd);
+      sup->pending[i] = sup->pending[--sup->n_pending];
+    } else {
+      ++i;
+    }
+  }
+}
+
+int LockRetryMs(const LockSupervisor& sup) { return sup.n_pending > 0 ? 10 : -1; }
+
+}  // namespace airlock::isolation::internal
