@@ -175,6 +175,11 @@ class TestAdmission(unittest.TestCase):
                 self.assertEqual(headers["retry-after"], "1")
         text = self.server.get("/metrics")[2].decode()
         self.assertGreaterEqual(metric(text, 'airlock_requests_rejected_total{reason="overloaded"}'), 4)
+        # A run holds its slot until it is torn down, a moment after its answer.
+        deadline = time.monotonic() + 10
+        while metric(text, "airlock_executions_in_flight") != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            text = self.server.get("/metrics")[2].decode()
         self.assertEqual(metric(text, "airlock_executions_in_flight"), 0)
         self.assertEqual(metric(text, "airlock_execution_queue_depth"), 0)
 

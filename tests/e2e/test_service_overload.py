@@ -331,7 +331,8 @@ class OverloadTest(unittest.TestCase):
         self.assertEqual(errors[:5], [], summary)
         self.assertGreater(len(runs), 5, summary)
         self.assertLess(percentile(health, 0.99), 0.25, summary)
-        self.assertLess(percentile(runs, 0.9), 2.0, summary)
+        # Cold launches share the one launcher thread with every attacker's: slower.
+        self.assertLess(percentile(runs, 0.9), 5.0 if expected_mode() == "cold" else 2.0, summary)
         self.assertLess(peak_mb, 100, summary)
         killed = (metric_value(after, "airlock_executions_total", outcome="channel") or 0) - \
                  (metric_value(before, "airlock_executions_total", outcome="channel") or 0)

@@ -80,6 +80,45 @@ std::string ThpMode() {
   return line.substr(open + 1, close - open - 1);
 }
 
+TEST(PidfdTest, ChildrenOfPidfdOnlyWhileTheProcessLives) {
+  // A child with a child of its own: listed through the child's pidfd.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    pid_t grandchild = ::fork();
+    if (grandchild == 0) {
+      for (;;) ::pause();
+    }
+    char c = 'r';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+    ::waitpid(grandchild, nullptr, 0);
+    ::_exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  ::close(ready[1]);
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  ASSERT_TRUE(pidfd) << strerror(errno);
+  auto children = ChildrenOfPidfd(pidfd.get());
+  ASSERT_TRUE(children.ok()) << children.status().ToString();
+  ASSERT_EQ(children->size(), 1u);
+  pid_t grandchild = children->front();
+
+  // Once it has exited (a zombie: its pid is still held), its pid is not read
+  // any more: after its reaping the pid could be anyone's.
+  ::kill(pid, SIGKILL);
+  struct pollfd p = {pidfd.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  EXPECT_FALSE(ChildrenOfPidfd(pidfd.get()).ok());
+  int st;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_FALSE(ChildrenOfPidfd(pidfd.get()).ok());
+  ::kill(grandchild, SIGKILL);  // orphaned: reparented to init (or a subreaper), which reaps it
+}
+
 TEST(PidfdTest, ExitingIsSeenWhileTheAddressSpaceIsTornDown) {
   // Killed, a child holding 1 GiB takes tens of milliseconds to exit: from
   // when it handles SIGKILL until its pidfd is readable, it is "exiting".
