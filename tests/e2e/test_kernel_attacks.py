@@ -501,9 +501,9 @@ class TestTeardownAndLeaks(KernelAttack):
         # The timeout covers sandbox setup, Python's start and the forks on a loaded host; the
         # kill must then come within what launching a trivial run costs here (at least 2 s).
         launch = trivial_run_seconds()
-        timeout = 5.0
+        timeout = max(5.0, launch + 3.0)  # 5 s, or more where launching alone takes longer
         bound_ms = (timeout + max(2.0, launch)) * 1000
-        print(f"\n[ host    ] a trivial run took {launch * 1000:.0f} ms; timeout {timeout:.0f} s; "
+        print(f"\n[ host    ] a trivial run took {launch * 1000:.0f} ms; timeout {timeout:.1f} s; "
               f"the run must end within {bound_ms:.0f} ms", file=sys.stderr)
         body = self.run_code(code, timeout=timeout, expect_exit=None)
         self.assertEqual(body["kill_reason"], "timeout", body)

@@ -234,14 +234,15 @@ class TestDrain(unittest.TestCase):
             # Long enough to be still running when SIGTERM comes on a loaded host; far inside the grace.
             code = "import time\ntime.sleep(4)\nprint('finished')"
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                running = pool.submit(server.execute, code, profile="general")
+                # Its own timeout well past launch + 4 s on a loaded host (the profile's default is 10 s).
+                running = pool.submit(server.execute, code, profile="general", timeout=30)
                 wait_for_metric(server, "airlock_executions_in_flight", 1)
                 queued = pool.submit(server.execute, "print('queued')")
                 wait_for_metric(server, "airlock_execution_queue_depth", 1)
                 server.proc.send_signal(signal.SIGTERM)
                 status, body = running.result(30)
                 self.assertEqual(status, 200)
-                self.assertEqual(body["stdout"], "finished\n")
+                self.assertEqual(body["stdout"], "finished\n", body)
                 self.assertEqual(body["exit_code"], 0)
                 qstatus, qbody = queued.result(30)
                 self.assertEqual(qstatus, 503, qbody)

@@ -625,7 +625,12 @@ class TestEarlyAnswer(RunCase):
 
     def forge(self, with_child):
         marker = "fe" + secrets.token_hex(6)  # 14 characters: a whole comm
-        timeout = 4
+        # 4 s, or more where launching a trivial run alone takes longer (a loaded host): the
+        # program must get to print FORGING before its timeout.
+        server.wait_pools_ready(profiles=["general"])
+        t_launch = time.monotonic()
+        self.run_code("print(1)", wait_ready=False)
+        timeout = max(4, round(time.monotonic() - t_launch + 3))
         # The time measured is the run's own: waiting for a ready run comes before it.
         server.wait_pools_ready(profiles=["general"])
         t0 = time.monotonic()
