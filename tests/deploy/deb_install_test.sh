@@ -19,7 +19,7 @@ token=$(cut -d: -f2- /etc/airlock/tokens)
 # airlock.service's environment (loopback, the tokens file) and /etc/default/airlock.
 eval "$(sed -n 's/^Environment=//p' /lib/systemd/system/airlock.service | sed 's/^/export /')"
 set -a; . /etc/default/airlock; set +a
-/usr/lib/airlock/entrypoint serve --listen 127.0.0.1:18000 --audit-log= > /tmp/airlock.out 2> /tmp/airlock.err &
+/usr/lib/airlock/entrypoint serve --listen 127.0.0.1:18000 --audit-log '' > /tmp/airlock.out 2> /tmp/airlock.err &
 pid=$!
 trap 'echo "--- airlock stderr:"; cat /tmp/airlock.err' ERR
 python3 - "$token" <<'PY'
