@@ -210,6 +210,12 @@ RunResult Execution::Finish() {
     WaitForInit(run_);
   }
   auto exit = isolation::Reap(run_);
+  if (run_.adopted && exit.ok() && exit->init_killed && result_.kill_reason == KillReason::kNone) {
+    // Its init died without a report (its zygote died, most likely): the
+    // status pipe ended when init's fds were closed, before the kernel had
+    // emptied the run's pid namespace. Wait for init to be gone too.
+    WaitForInit(run_);
+  }
   // Every process of the run is gone once init is reaped (the kernel tears the
   // pid namespace down first): read what the pipes still hold, and take an
   // empty pipe as the end (a write end may survive in a unix socket's queue).
