@@ -12,11 +12,14 @@ namespace {
 
 constexpr int kExitAirlockError = 125;
 
+}  // namespace
+
 exec::PoolOptions PoolOptionsFor(const profile::ProfileSet& profiles, const RuntimeFlags& flags) {
   exec::PoolOptions popts;
   popts.profiles = service::WarmPoolProfiles(profiles);
   popts.size = static_cast<int>(flags.pool_size);
   popts.recycle_after = flags.pool_recycle;
+  popts.recycle_after_s = flags.pool_recycle_s;
   popts.zygote_env = service::RunEnvironment();
   // The zygote's own limits; its runs' rlimits must fit under them.
   isolation::Limits& z = popts.zygote_limits;
@@ -33,8 +36,6 @@ exec::PoolOptions PoolOptionsFor(const profile::ProfileSet& profiles, const Runt
   }
   return popts;
 }
-
-}  // namespace
 
 std::unique_ptr<Runtime> BuildRuntime(const RuntimeFlags& flags, int* exit_code) {
   *exit_code = 2;

@@ -11,6 +11,7 @@
 
 #include "exec/warm_pool.h"
 #include "isolation/sandbox.h"
+#include "profile/profile.h"
 #include "service/service.h"
 
 namespace airlock::cli {
@@ -21,6 +22,7 @@ struct RuntimeFlags {
   std::vector<std::string> allow_degraded;
   int64_t pool_size = 4;
   int64_t pool_recycle = 5000;
+  double pool_recycle_s = 600;
   size_t max_code_bytes = size_t{1} << 20;
 };
 
@@ -34,6 +36,10 @@ struct Runtime {
     pool.reset();
   }
 };
+
+// The warm pool's options for these profiles: their limits, the zygotes' own
+// limits above every profile's, the run environment.
+exec::PoolOptions PoolOptionsFor(const profile::ProfileSet& profiles, const RuntimeFlags& flags);
 
 // On failure prints what is wrong to stderr and returns the exit code to use
 // (2: configuration, 125: this host cannot run sandboxes) in *exit_code.

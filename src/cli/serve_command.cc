@@ -12,6 +12,7 @@
 #include "api/server.h"
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/runtime_setup.h"
 #include "exec/warm_pool.h"
 #include "isolation/sandbox.h"
 #include "profile/loader.h"
@@ -140,25 +141,11 @@ int ServeCommand(const ServeFlags& flags) {
   // (which outlives them). Without it every run takes the cold path.
   std::unique_ptr<exec::WarmPool> pool;
   if (flags.pool_size > 0) {
-    exec::PoolOptions popts;
-    popts.profiles = service::WarmPoolProfiles(*profiles);
-    popts.size = static_cast<int>(flags.pool_size);
-    popts.recycle_after = flags.pool_recycle;
-    popts.recycle_after_s = flags.pool_recycle_s;
-    popts.zygote_env = service::RunEnvironment();
-    // The zygote's own limits; its runs' rlimits must fit under them.
-    isolation::Limits& z = popts.zygote_limits;
-    z.memory_bytes = int64_t{8} << 30;
-    z.pids = 4096;
-    z.cpus = 0;  // no CPU bandwidth cap: it only forks
-    z.disk_bytes = int64_t{1} << 30;
-    z.open_files = 4096;
-    for (const exec::PoolProfile& p : popts.profiles) {
-      z.memory_bytes = std::max(z.memory_bytes, p.limits.memory_bytes);
-      z.disk_bytes = std::max(z.disk_bytes, p.limits.disk_bytes);
-      z.open_files = std::max(z.open_files, p.limits.open_files);
-      z.pids = std::max(z.pids, 4 * p.limits.pids);
-    }
+    RuntimeFlags rf;
+    rf.pool_size = flags.pool_size;
+    rf.pool_recycle = flags.pool_recycle;
+    rf.pool_recycle_s = flags.pool_recycle_s;
+    exec::PoolOptions popts = PoolOptionsFor(*profiles, rf);
     auto started = exec::WarmPool::Start(*host, std::move(popts));
     if (started.ok()) {
       pool = std::move(*started);
