@@ -617,8 +617,13 @@ bool Session::ScreenHeaders() {
                                                      : model::ErrorKind::kForbidden;
     return refuse({kind, refusal->message, ""}, Verdict(kind));
   }
-  // A CORS preflight carries no credentials: answer it before auth.
-  if (method == http::verb::options) return true;
+  // A CORS preflight carries no credentials: answer it before auth, from its
+  // headers alone (a body it may carry is never read).
+  if (method == http::verb::options) {
+    if (has_body) req_.keep_alive = false;
+    Handle();
+    return false;
+  }
   if (s_.auth.enabled()) {
     auto name = s_.auth.Check(ToString(h[http::field::authorization]), ToString(h["X-API-Key"]));
     if (!name) {

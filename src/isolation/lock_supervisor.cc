@@ -35,6 +35,52 @@ bool IsOwn(const LockSupervisor& sup, int fd) {
   return false;
 }
 
+// The thread group (Tgid:) of `tid`, from /proc/TID/status, read into a stack
+// buffer (this runs in a run's init: no allocation). -1 when unknown.
+pid_t TgidOf(pid_t tid) {
+  char path[40] = "/proc/";
+  char digits[16];
+  int n = 0;
+  for (unsigned v = static_cast<unsigned>(tid); n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  size_t len = 6;
+  while (n > 0) path[len++] = digits[--n];
+  std::memcpy(path + len, "/status", 8);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[1024];
+  ssize_t got = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (got <= 0) return -1;
+  buf[got] = '\0';
+  const char* line = std::strstr(buf, "\nTgid:");
+  if (line == nullptr) return -1;
+  line += 6;
+  while (*line == ' ' || *line == '\t') ++line;
+  long v = 0;
+  for (; *line >= '0' && *line <= '9'; ++line) v = v * 10 + (*line - '0');
+  return v > 0 ? static_cast<pid_t>(v) : -1;
+}
+
+// A pidfd through which the caller's file table is reached. Linux >= 6.9 opens
+// the calling thread itself (PIDFD_THREAD). Before, a pidfd names a thread
+// group leader only: open the caller's leader and use it only when it shares
+// the caller's file table (kcmp KCMP_FILES; threads made by pthreads do), so a
+// thread with a table of its own is never checked against another's files.
+long PidfdOfCaller(pid_t tid) {
+  long pidfd = ::syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+  if (pidfd >= 0 || errno != EINVAL) return pidfd;
+  pidfd = ::syscall(SYS_pidfd_open, tid, 0);  // the caller is a leader (or PIDFD_THREAD is unknown)
+  if (pidfd >= 0 || errno != EINVAL) return pidfd;
+  const pid_t tgid = TgidOf(tid);
+  if (tgid <= 0) return -1;
+  constexpr int kKcmpFiles = 2;  // linux/kcmp.h KCMP_FILES
+  if (::syscall(SYS_kcmp, tgid, tid, kKcmpFiles, 0, 0) != 0) {
+    errno = ESRCH;
+    return -1;
+  }
+  return ::syscall(SYS_pidfd_open, tgid, 0);
+}
+
 bool StillWaiting(const LockSupervisor& sup, uint64_t id) {
   uint64_t copy = id;
   return ::ioctl(sup.listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &copy) == 0;
@@ -201,8 +247,7 @@ void HandleLockNotification(LockSupervisor* sup) {
   struct seccomp_notif req;
   std::memset(&req, 0, sizeof req);
   if (::ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) return;  // the caller went away
-  long pidfd = ::syscall(SYS_pidfd_open, req.pid, PIDFD_THREAD);
-  if (pidfd < 0) pidfd = ::syscall(SYS_pidfd_open, req.pid, 0);
+  long pidfd = PidfdOfCaller(static_cast<pid_t>(req.pid));
   if (pidfd < 0) {
     Answer(*sup, req.id, ESRCH);
     return;

@@ -102,7 +102,9 @@ class Planner {
     constexpr off_t kMaxCopy = 1 << 20;
     struct stat st;
     if (::lstat(host_path.c_str(), &st) != 0) return;
-    if (!S_ISREG(st.st_mode) || st.st_size > kMaxCopy) return MirrorRo(host_path);
+    // Only what anyone may read is copied (the server reads as root): a file an
+    // operator made private stays a bind, which keeps its permissions.
+    if (!S_ISREG(st.st_mode) || st.st_size > kMaxCopy || !(st.st_mode & S_IROTH)) return MirrorRo(host_path);
     int fd = ::open(host_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return MirrorRo(host_path);
     std::string content;

@@ -56,6 +56,7 @@ struct Event {
   std::string data_json;          // that object, re-serialized as it was read
   std::string text_plain;         // data["text/plain"] when a string
   size_t data_values = 0;         // JSON values in "data" (what a DOM of it would hold)
+  bool oversized = false;         // a result whose "data" passed kMaxResultValues: parsing stopped
   std::string name, value, traceback;  // an error event's fields
   std::optional<int64_t> exit_code;    // an end event's
 };
@@ -107,6 +108,7 @@ class EventSax {
       ev_->has_data = true;
       data_.clear();  // a repeated "data": the last one counts
     } else {
+      if (ev_->data_values >= kMaxResultValues) return false;
       Open('{');
     }
     ++depth_;
@@ -135,7 +137,7 @@ class EventSax {
     return true;
   }
   bool start_array(std::size_t) {
-    if (depth_ < 2 || depth_ >= kMaxEventDepth) return false;
+    if (depth_ < 2 || depth_ >= kMaxEventDepth || ev_->data_values >= kMaxResultValues) return false;
     Open('[');
     ++depth_;
     return true;
@@ -167,6 +169,9 @@ class EventSax {
   // A value inside "data" (depth >= 2); fields at depth 1 are taken above.
   bool Scalar(const std::string& text) {
     if (depth_ < 2) return depth_ == 1;
+    // Past the cap a result is dropped anyway: stop before its map grows
+    // (each distinct key of "data" is a map node, ~100 bytes for ~9 of input).
+    if (ev_->data_values >= kMaxResultValues) return false;
     Separator();
     cur_ += text;
     ++ev_->data_values;
@@ -200,7 +205,11 @@ class EventSax {
 
 bool ParseEvent(std::string_view line, Event* ev) {
   EventSax sax(ev);
-  if (!json::sax_parse(line, &sax, json::input_format_t::json, /*strict=*/true)) return false;
+  if (!json::sax_parse(line, &sax, json::input_format_t::json, /*strict=*/true)) {
+    // A result too large to keep: dropped, and the response says results were cut.
+    ev->oversized = ev->type == "result" && ev->data_values >= kMaxResultValues;
+    return ev->oversized;
+  }
   sax.FinishData();
   return !ev->type.empty();
 }
@@ -240,6 +249,10 @@ RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated)
   size_t values = 0;  // what the response's DOM will hold of the results
   for (Event& ev : final_batch) {
     if (ev.type == "result") {
+      if (ev.oversized) {
+        out.truncated = true;
+        continue;
+      }
       if (!ev.has_data) {
         ++out.malformed_lines;
         continue;

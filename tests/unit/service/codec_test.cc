@@ -225,6 +225,21 @@ TEST(RunnerEvents, ResultNodesAreBounded) {
   EXPECT_TRUE(ev.truncated);
 }
 
+TEST(RunnerEvents, AWideResultStopsAtTheNodeBudget) {
+  // One line of 100,000 distinct keys in "data" (each would be a map node of
+  // the parser): parsing stops at the budget; the result is dropped and marked.
+  std::string wide = "{";
+  for (int i = 0; i < 100000; ++i) wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+  wide += "}";
+  RunnerEvents ev = ParseRunnerEvents(
+      "{\"type\":\"result\",\"is_main_result\":false,\"data\":" + wide + "}\n"
+      "{\"type\":\"end\",\"exit_code\":0}\n",
+      false);
+  EXPECT_TRUE(ev.displays.empty());
+  EXPECT_TRUE(ev.truncated);
+  EXPECT_EQ(ev.malformed_lines, 0);
+}
+
 TEST(RunnerEvents, ABatchIsBounded) {
   // More events in one batch than any runner writes: the rest are dropped.
   std::string channel;
