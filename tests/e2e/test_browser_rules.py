@@ -217,10 +217,10 @@ class TestRefusedBeforeTheBody(unittest.TestCase):
     def tearDownClass(cls):
         cls.server.cleanup()
 
-    def send_headers_only(self, extra):
+    def send_headers_only(self, extra, method=b"POST"):
         s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
-        s.sendall(b"POST /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + extra +
-                  b"Content-Length: 2000000\r\n\r\n")
+        s.sendall(method + b" /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
+                  extra + b"Content-Length: 2000000\r\n\r\n")
         t0 = time.monotonic()
         data = b""
         try:
@@ -244,6 +244,13 @@ class TestRefusedBeforeTheBody(unittest.TestCase):
         data, _ = self.send_headers_only(b"Expect: 100-continue\r\n")
         self.assertFalse(data.startswith(b"HTTP/1.1 100"), data[:200])
         self.assertTrue(data.startswith(b"HTTP/1.1 401"), data[:200])
+
+    def test_options_is_answered_without_reading_a_body(self):
+        # A preflight needs no token; a body it carries is never read (nor invited).
+        data, elapsed = self.send_headers_only(b"Expect: 100-continue\r\n", method=b"OPTIONS")
+        self.assertTrue(data.startswith(b"HTTP/1.1 204"), data[:200])
+        self.assertIn(b"Connection: close", data)
+        self.assertLess(elapsed, 5)
 
     def test_with_the_token_the_body_is_read(self):
         status, _, data = self.server.post_json("/v1/execute", {"code": "print(1)"},
