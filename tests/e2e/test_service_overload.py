@@ -22,6 +22,12 @@ import unittest
 
 from airlock_server import SOURCE_DIR, AirlockServer, expected_mode, host_processes, metric_value
 
+# Under AddressSanitizer (scripts/test.sh --sanitize exports ASAN_OPTIONS) the
+# server keeps freed memory in ASan's quarantine (256 MB by default), so its RSS
+# says nothing about what it holds: the memory bounds are asserted by the
+# normal pass of the same suite, the latency bounds by both.
+SANITIZED = "ASAN_OPTIONS" in os.environ
+
 
 def start_server():
     """A server with the two profiles these tests use (fewer zygotes to start on a busy host)."""
@@ -177,7 +183,10 @@ class ServiceOverloadTest(unittest.TestCase):
         for body in bodies:
             # Answered from its (forged) end with its results dropped, or killed: never a DOM of it.
             self.assertLessEqual(len(json.dumps(body.get("results", []))), 8 << 20)
-        self.assertLess(after - before, 80 * 1024, f"peak RSS grew from {before} kB to {after} kB")
+        if SANITIZED:
+            print(f"\npeak RSS grew from {before} kB to {after} kB (not bounded under AddressSanitizer)")
+        else:
+            self.assertLess(after - before, 80 * 1024, f"peak RSS grew from {before} kB to {after} kB")
         self.assertLess(max(stalls), 0.5, f"/healthz took up to {max(stalls):.3f} s during the bombs")
 
     def test_forged_end_keeps_the_slot_until_the_run_is_gone(self):
@@ -333,7 +342,8 @@ class OverloadTest(unittest.TestCase):
         self.assertLess(percentile(health, 0.99), 0.25, summary)
         # Cold launches share the one launcher thread with every attacker's: slower.
         self.assertLess(percentile(runs, 0.9), 5.0 if expected_mode() == "cold" else 2.0, summary)
-        self.assertLess(peak_mb, 100, summary)
+        if not SANITIZED:
+            self.assertLess(peak_mb, 100, summary)
         killed = (metric_value(after, "airlock_executions_total", outcome="channel") or 0) - \
                  (metric_value(before, "airlock_executions_total", outcome="channel") or 0)
         self.assertGreater(killed, 0, "no flood was killed for its channel")
