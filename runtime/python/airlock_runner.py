@@ -20,6 +20,17 @@ JSON object written by the server:
     max_results           int   number of result events, main result included (default 16)
     seed                  int | null   reseeds `random` and numpy's global generator
     line_buffered         bool  flush stdout at each newline (for streaming; default false)
+    session               bool  the warm path only: this run is a session (see below)
+    call                  int   a session's call number, echoed in its end event
+
+Sessions (the warm path only): the first request has "session": true (its code is ignored). The
+run then keeps its interpreter, its __main__ namespace, its import hook and its working directory,
+and takes calls on the control socket (the fd warm_main was given): b"C" + an 8-byte little-endian
+length + a config JSON like the first (code inline, "call": n) runs one cell, whose events end with
+{"type":"end",...,"call":n} (stdout and stderr flushed before it); b"I" interrupts the cell under
+way (SIGINT to the main thread: KeyboardInterrupt; ignored between cells). End of file on the
+control socket ends the session (os._exit). The server reads a call's output until that end event
+and owns every timeout: a cell that ignores the interrupt is killed with its session.
 
 In a warm pool (DESIGN §3) the server's zygote embeds CPython, loads this file as a module, calls
 zygote_preimport() once, and in each forked run (after every kernel layer is in force) calls
@@ -147,6 +158,8 @@ class Config:
         if self.seed is not None and type(self.seed) is not int:
             raise ConfigError("seed must be an integer or null")
         self.line_buffered = _get(raw, "line_buffered", bool, False)
+        self.session = _get(raw, "session", bool, False)
+        self.call = _get(raw, "call", int, None)
 
 
 def _get(raw, key, typ, default):
@@ -184,7 +197,7 @@ def _encode_event(event):
     return text.encode("ascii") + b"\n"
 
 
-def _end_event(exit_code):
+def _end_event(exit_code, call=None):
     try:
         import resource
 
@@ -192,7 +205,10 @@ def _end_event(exit_code):
                    resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     except Exception:  # noqa: BLE001 - the peak is a nicety; the end event is not
         peak = 0
-    return {"type": "end", "exit_code": exit_code, "max_rss_kb": peak}
+    event = {"type": "end", "exit_code": exit_code, "max_rss_kb": peak}
+    if call is not None:
+        event["call"] = call
+    return event
 
 
 class ResultChannel:
@@ -724,9 +740,11 @@ def _cap_tail(text, cap):
 
 
 class Runner:
-    def __init__(self, config, channel, rehearsal=False):
+    def __init__(self, config, channel, rehearsal=False, session=None):
         self._cfg = config
         self._channel = channel
+        # A session's state that outlives this cell (_Session), or None for a one-shot run.
+        self._session = session
         # A rehearsal (warm_rehearse) leaves nothing behind: no import hook, no recursion
         # depth granted, atexit handlers and threads left alone.
         self._rehearsal = rehearsal
@@ -854,10 +872,13 @@ class Runner:
         except Exception:
             pass
         runner = self
+        session = self._session
 
         def show(*args, **kwargs):
             """airlock: renders every open figure as an image/png result, then closes them."""
-            runner._show_open_figures(pyplot)
+            # In a session the hook outlives this cell: the figures go to the cell under way.
+            current = session.current if session is not None and session.current is not None else runner
+            current._show_open_figures(pyplot)
 
         pyplot.show = show
 
@@ -877,6 +898,8 @@ class Runner:
     # -- running the cell -----------------------------------------------------------------
 
     def _execute(self, code, namespace, loop_holder):
+        if self._session is not None:
+            self._depth_granted = self._session.depth_granted
         if not self._depth_granted and not self._rehearsal:
             # The runner's frames below the user's would otherwise shorten the recursion depth
             # user code gets (and change "[Previous line repeated N more times]").
@@ -887,6 +910,8 @@ class Runner:
                 frame = frame.f_back
             sys.setrecursionlimit(sys.getrecursionlimit() + depth)
             self._depth_granted = True
+            if self._session is not None:
+                self._session.depth_granted = True
         result = eval(code, namespace)
         if code.co_flags & _CO_COROUTINE:
             if not loop_holder:
@@ -898,7 +923,10 @@ class Runner:
         return result
 
     def _run_cell(self, body, last):
-        namespace_module = types.ModuleType("__main__")
+        if self._session is not None:
+            namespace_module = self._session.main_module  # variables persist across calls
+        else:
+            namespace_module = types.ModuleType("__main__")
         namespace = namespace_module.__dict__
         namespace["__builtins__"] = builtins
         sys.modules["__main__"] = namespace_module  # pickle, `import __main__` see the user's
@@ -950,26 +978,32 @@ class Runner:
             self._record_exception(e.with_traceback(None))
             return self._finish(None)
 
-        self._setup_streams()
-        if cfg.capture_figures:
-            self._setup_matplotlib_env()
-        self._preimport()
-        if cfg.seed is not None:
-            import random
+        if self._session is None or self._session.guard is None:
+            self._setup_streams()
+            if cfg.capture_figures:
+                self._setup_matplotlib_env()
+            self._preimport()
+            if cfg.seed is not None:
+                import random
 
-            random.seed(cfg.seed)
-        guard = ImportGuard(cfg.allowed_imports, cfg.mode == "observe", cfg.filename, self._warn)
-        if cfg.capture_figures:
-            guard.after_import("matplotlib.pyplot", self._patch_pyplot)
-        if cfg.seed is not None:
-            guard.after_import("numpy.random", self._seed_numpy)
-        if not hasattr(builtins, "exit"):  # no `site` (python3 -S): provide what it would
-            builtins.exit = builtins.quit = _Quitter()
-        if not self._rehearsal:
-            guard.install()
+                random.seed(cfg.seed)
+            guard = ImportGuard(cfg.allowed_imports, cfg.mode == "observe", cfg.filename, self._warn)
+            if cfg.capture_figures:
+                guard.after_import("matplotlib.pyplot", self._patch_pyplot)
+            if cfg.seed is not None:
+                guard.after_import("numpy.random", self._seed_numpy)
+            if not hasattr(builtins, "exit"):  # no `site` (python3 -S): provide what it would
+                builtins.exit = builtins.quit = _Quitter()
+            if not self._rehearsal:
+                guard.install()
+            if self._session is not None:
+                self._session.guard = guard  # installed once, for every call of the session
 
         main_bundle = None
-        ok, value = self._guarded(self._run_cell, body, last)
+        if self._session is not None:
+            ok, value = self._session.interruptible(self._guarded, self._run_cell, body, last)
+        else:
+            ok, value = self._guarded(self._run_cell, body, last)
         if ok and value is not None:
             ok, main_bundle = self._guarded(_mime_bundle, value)
             if ok and _is_figure(value):
@@ -979,7 +1013,9 @@ class Runner:
         pyplot = sys.modules.get("matplotlib.pyplot")
         if cfg.capture_figures and pyplot is not None:
             self._guarded(self._show_open_figures, pyplot)
-        if not self._rehearsal:
+        if not self._rehearsal and self._session is None:
+            # A session's threads go on between calls; its atexit handlers never run (the
+            # session ends with os._exit).
             self._finish_threads_and_atexit()
         return self._finish(main_bundle)
 
@@ -988,7 +1024,7 @@ class Runner:
         lines = self._sink.lines(main_bundle)
         if self._error_event is not None:
             lines.append(_encode_event(self._error_event))
-        lines.append(_encode_event(_end_event(self._exit_code)))
+        lines.append(_encode_event(_end_event(self._exit_code, self._cfg.call)))
         self._channel.write(lines)
         return self._exit_code
 
@@ -1129,18 +1165,178 @@ def _warm_matplotlib():
         get_font.cache_clear()
 
 
-def warm_main(request):
+def warm_main(request, control=-1):
     """In a warm run's program (forked from the zygote, every kernel layer already in force):
-    runs one cell. `request` is the config JSON (bytes) with the code inline ("code").
-    Returns the exit code; the caller exits with it."""
+    runs one cell. `request` is the config JSON (bytes) with the code inline ("code");
+    `control` the run's control socket (-1: none). Returns the exit code; the caller exits with
+    it. A request with "session": true makes the run a session (module docstring): it serves
+    calls on `control` until the server closes it."""
+    try:
+        raw = json.loads(request)
+    except ValueError as e:
+        raw = e
+    if isinstance(raw, dict) and raw.get("session") is True and control >= 0:
+        return _Session(raw, control).serve()
+    if control >= 0:
+        # The server does not listen any more: nothing of this run may reach it but its
+        # output, its result channel and its exit status.
+        os.close(control)
 
     def load():
-        try:
-            return json.loads(request)
-        except ValueError as e:
-            raise ConfigError(f"cannot parse the request: {e}") from None
+        if isinstance(raw, ValueError):
+            raise ConfigError(f"cannot parse the request: {raw}") from None
+        return raw
 
     return _run(load, after_fork=True)
+
+
+_MAX_CALL_BYTES = 256 << 20
+
+
+def _read_exact(fd, size):
+    """size bytes from fd, or None at end of file or on an error."""
+    chunks = []
+    while size > 0:
+        try:
+            data = os.read(fd, min(size, 1 << 20))
+        except InterruptedError:
+            continue
+        except OSError:
+            return None
+        if not data:
+            return None
+        chunks.append(data)
+        size -= len(data)
+    return b"".join(chunks)
+
+
+class _Session:
+    """A warm run that keeps its interpreter and takes one call at a time (module docstring)."""
+
+    def __init__(self, raw, control):
+        import queue
+        import signal
+        import threading
+
+        self._signal = signal
+        self._threading = threading
+        self._control = control
+        self._calls = queue.Queue()
+        self._lock = threading.Lock()
+        self._busy = False          # a cell of a call is running (the reader may interrupt it)
+        self._in_user_code = False  # the main thread is in the cell itself (the handler raises)
+        self.main_module = types.ModuleType("__main__")
+        self.guard = None           # the import hook, installed by the first call
+        self.depth_granted = False
+        self.current = None         # the Runner of the call under way
+        self._raw = raw
+
+    def serve(self):
+        channel = None
+        try:
+            config = Config(self._raw)
+            channel = ResultChannel(config.result_fd)
+            _reseed_after_fork(config.seed)
+        except BaseException as e:  # noqa: B902 - a session that cannot start says why and ends
+            sys.stderr.write(f"airlock: session setup failed: {_safe_str(e)}\n")
+            sys.stderr.flush()
+            return EXIT_RUNNER_FAILURE
+        self._channel = channel
+        self._signal.signal(self._signal.SIGINT, self._on_sigint)
+        reader = self._threading.Thread(target=self._read_calls, name="airlock-session", daemon=True)
+        reader.start()
+        while True:
+            try:
+                payload = self._calls.get()
+            except KeyboardInterrupt:  # an interrupt that came too late for its cell
+                continue
+            if payload is None:
+                os._exit(0)  # the server closed the session
+            self._call(payload)
+
+    def _call(self, payload):
+        call = None
+        try:
+            raw = json.loads(payload)
+            if isinstance(raw, dict) and type(raw.get("call")) is int:
+                call = raw["call"]
+            config = Config(raw)
+            config.result_fd = None  # the session's channel is already open
+            runner = Runner(config, self._channel, session=self)
+            self.current = runner
+            runner.run()
+        except BaseException as e:  # noqa: B902 - every call ends with an end event
+            if isinstance(e, KeyboardInterrupt):
+                message = "airlock: the call was interrupted outside its cell\n"
+            else:
+                message = f"airlock: runner error in a session call: {_safe_str(e)}\n"
+            try:
+                sys.stdout.flush()
+                sys.stderr.write(message)
+                sys.stderr.flush()
+            except Exception:
+                pass
+            self._channel.write([
+                _encode_event({"type": "error", "name": "AirlockRunnerError", "value": _safe_str(e),
+                               "traceback": message}),
+                _encode_event(_end_event(EXIT_RUNNER_FAILURE, call)),
+            ])
+        finally:
+            self.current = None
+
+    def interruptible(self, fn, *args):
+        """Runs fn(*args) (the cell) where an interrupt from the server may stop it."""
+        # User code may have replaced the handler in an earlier call: the contract is ours.
+        try:
+            self._signal.signal(self._signal.SIGINT, self._on_sigint)
+        except Exception:
+            pass
+        with self._lock:
+            self._busy = True
+            self._in_user_code = True
+        try:
+            return fn(*args)
+        finally:
+            with self._lock:
+                self._busy = False
+                self._in_user_code = False
+
+    def _on_sigint(self, signum, frame):
+        if self._in_user_code:
+            raise KeyboardInterrupt
+        # Between cells, or in the runner's own code: a late interrupt is dropped.
+
+    def _read_calls(self):
+        # The interrupt is a process-directed SIGINT that this thread never takes, so the kernel
+        # gives it to the main thread (waking a sleep). Not pthread_kill(): the run was cloned
+        # with a raw clone(), so glibc's record of the main thread's tid is the zygote's.
+        try:
+            self._signal.pthread_sigmask(self._signal.SIG_BLOCK, {self._signal.SIGINT})
+        except Exception:
+            pass
+        while True:
+            kind = _read_exact(self._control, 1)
+            if kind == b"I":
+                with self._lock:
+                    if self._busy:
+                        try:
+                            os.kill(os.getpid(), self._signal.SIGINT)
+                        except Exception:
+                            pass
+                continue
+            if kind != b"C":
+                break
+            header = _read_exact(self._control, 8)
+            if header is None:
+                break
+            size = int.from_bytes(header, "little")
+            if size > _MAX_CALL_BYTES:
+                break
+            payload = _read_exact(self._control, size)
+            if payload is None:
+                break
+            self._calls.put(payload)
+        self._calls.put(None)
 
 
 def warm_rehearse():

@@ -10,6 +10,8 @@ int HttpStatus(model::ErrorKind kind) {
     case model::ErrorKind::kForbidden: return 403;
     case model::ErrorKind::kNotFound: return 404;
     case model::ErrorKind::kMethodNotAllowed: return 405;
+    case model::ErrorKind::kConflict: return 409;
+    case model::ErrorKind::kGone: return 410;
     case model::ErrorKind::kPayloadTooLarge: return 413;
     case model::ErrorKind::kUnsupportedMediaType: return 415;
     case model::ErrorKind::kMisdirected: return 421;
@@ -33,6 +35,8 @@ const char* Verdict(model::ErrorKind kind) {
     case model::ErrorKind::kBadRequest:
     case model::ErrorKind::kNotFound:
     case model::ErrorKind::kMethodNotAllowed:
+    case model::ErrorKind::kConflict:
+    case model::ErrorKind::kGone:
     case model::ErrorKind::kPayloadTooLarge:
     case model::ErrorKind::kUnsupportedMediaType:
     case model::ErrorKind::kUnprocessable: return "invalid";
@@ -49,8 +53,12 @@ ErrorReply MakeErrorReply(const model::ApiError& error, const std::vector<model:
   } else {
     r.body = model::ErrorToJson(error, request_id);
   }
-  if (error.kind == model::ErrorKind::kTooManyRequests) r.headers.emplace_back("Retry-After", "1");
-  if (error.kind == model::ErrorKind::kUnavailable) r.headers.emplace_back("Retry-After", "5");
+  if (error.kind == model::ErrorKind::kTooManyRequests) {
+    r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s > 0 ? error.retry_after_s : 1));
+  }
+  if (error.kind == model::ErrorKind::kUnavailable) {
+    r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s > 0 ? error.retry_after_s : 5));
+  }
   if (error.kind == model::ErrorKind::kUnauthorized) {
     r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"airlock\"");
   }

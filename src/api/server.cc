@@ -25,6 +25,7 @@
 #include "api/error_mapping.h"
 #include "api/metrics.h"
 #include "api/request_gate.h"
+#include "api/session_routes.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "model/execute.h"
@@ -90,6 +91,13 @@ struct Server::Impl {
     hard_timer = std::make_unique<net::steady_timer>(*io);
     std::random_device rd;
     id_seed = (uint64_t{rd()} << 32) ^ rd();
+    session_mgr = std::make_unique<session::SessionManager>(svc, opt.sessions);
+    SessionRouteOptions ro;
+    ro.caps.max_depth = opt.max_json_depth;
+    ro.caps.max_code_bytes = opt.max_code_bytes;
+    ro.max_file_bytes = opt.max_file_bytes;
+    session_routes = std::make_unique<SessionRoutes>(*session_mgr, ro);
+    session_pool = std::make_unique<net::thread_pool>(std::max<size_t>(2, opt.session_threads));
   }
   ~Impl();
 
@@ -109,6 +117,12 @@ struct Server::Impl {
   // cgroup: up to seconds for a big run): apart, so that answers never wait
   // behind a teardown. The run's slot is released when its teardown is done.
   net::thread_pool reaper{2};
+
+  // Sessions: the manager (its own expiry thread) and the threads session
+  // routes run on (a call blocks one for its duration).
+  std::unique_ptr<session::SessionManager> session_mgr;
+  std::unique_ptr<SessionRoutes> session_routes;
+  std::unique_ptr<net::thread_pool> session_pool;
 
   std::unique_ptr<net::io_context> io;
   std::unique_ptr<tcp::acceptor> acceptor;
@@ -393,6 +407,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string route;  // for metrics: a fixed set of names
     bool execute = false;
     bool compat = false;
+    bool session_route = false;  // /v1/sessions and below (api/session_routes.h)
+    std::string session_id;      // a session call's, for cancelling it
     bool keep_alive = true;
     Clock::time_point start;
     model::AuditRecord audit;
@@ -418,6 +434,10 @@ class Session : public std::enable_shared_from_this<Session> {
     // Everything that can refuse a request on its headers alone does so here:
     // before the body is read and before "100 Continue" invites it.
     if (!ScreenHeaders()) return;
+    // A session file upload is a raw body of its own cap, not a JSON request.
+    if (req_.session_route && SessionRoutes::IsUpload(ToString(parser_->get().method_string()), path_)) {
+      parser_->body_limit(static_cast<uint64_t>(s_.opt.max_file_bytes));
+    }
     auto expect = parser_->get()[http::field::expect];
     if (beast::iequals(expect, "100-continue") && !parser_->is_done()) {
       static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -485,6 +505,9 @@ class Session : public std::enable_shared_from_this<Session> {
       req_.route = path_;
     } else if (path_.rfind("/v1/profiles/", 0) == 0) {
       req_.route = "/v1/profiles/{name}";
+    } else if (SessionRoutes::Matches(path_)) {
+      req_.session_route = true;
+      req_.route = SessionRoutes::RouteName(ToString(h.method_string()), path_);
     } else {
       req_.route = "other";
     }
@@ -497,6 +520,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   bool ScreenHeaders();
   void Handle();
+  void HandleSessionRoute();
+  void OnSessionReply(RouteReply reply);
   void HandleExecute();
   void OnPrepared(service::Prepared p);
   void OnRunDone(RunOutcome o);
@@ -611,7 +636,7 @@ bool Session::ScreenHeaders() {
   const http::verb method = h.method();
   if (auto refusal = s_.gate.Check(ToString(h.method_string()), ToString(h[http::field::host]), req_.origin,
                                    ToString(h[http::field::content_type]),
-                                   /*json_body=*/method == http::verb::post)) {
+                                   /*json_body=*/method == http::verb::post && has_body)) {
     model::ErrorKind kind = refusal->status == 421   ? model::ErrorKind::kMisdirected
                             : refusal->status == 415 ? model::ErrorKind::kUnsupportedMediaType
                                                      : model::ErrorKind::kForbidden;
@@ -643,7 +668,7 @@ void Session::Handle() {
     // A preflight from an allowed origin gets the CORS answer; anything else
     // (no Origin: a plain OPTIONS) only what the server allows.
     auto headers = s_.gate.PreflightHeaders(req_.origin);
-    headers.emplace_back("Allow", "GET, POST, OPTIONS");
+    headers.emplace_back("Allow", "GET, POST, PUT, DELETE, OPTIONS");
     return Send(204, "", "text/plain", headers);
   }
   auto method_not_allowed = [&](const char* allow) {
@@ -658,6 +683,7 @@ void Session::Handle() {
     if (method != http::verb::post) return method_not_allowed("POST");
     return HandleExecute();
   }
+  if (req_.session_route) return HandleSessionRoute();
   if (req_.route == "other") {
     return SendJson(404, model::ErrorToJson({model::ErrorKind::kNotFound, "no such endpoint: " + path_.substr(0, 256) +
                                                                               " (see docs/api.md)", ""}, req_.id));
@@ -672,8 +698,10 @@ void Session::Handle() {
                 "application/json", r.headers);
   }
   if (path_ == "/metrics") {
-    return Send(200, s_.metrics.Render() + RenderPoolMetrics(s_.svc.Pools()), "text/plain; version=0.0.4; charset=utf-8",
-                {});
+    return Send(200,
+                s_.metrics.Render() + RenderPoolMetrics(s_.svc.Pools()) +
+                    RenderSessionMetrics(s_.session_mgr->Stats()),
+                "text/plain; version=0.0.4; charset=utf-8", {});
   }
   if (path_ == "/profile") {
     const profile::Profile& p = s_.svc.profiles().Default();
@@ -781,6 +809,72 @@ void Session::OnClientGone() {
     return Close();
   }
   if (state_ == State::kRunning && req_.driver) req_.driver->Cancel("the client disconnected");
+  if (state_ == State::kRunning && !req_.session_id.empty()) {
+    s_.session_mgr->Cancel(req_.session_id, "the client disconnected");
+  }
+}
+
+void Session::HandleSessionRoute() {
+  const auto& h = parser_->get();
+  RouteRequest rq;
+  rq.method = ToString(h.method_string());
+  if (s_.draining && rq.method == "POST" && path_ == "/v1/sessions") {
+    return FinishError({model::ErrorKind::kUnavailable, "the server is shutting down; create the session elsewhere", ""},
+                       {});
+  }
+  std::string target = ToString(h.target());
+  rq.path = path_;
+  if (size_t q = target.find('?'); q != std::string::npos) rq.query = target.substr(q + 1);
+  rq.owner = req_.audit.token_name;
+  rq.route_key = ToString(h["X-Airlock-Route"]).substr(0, 64);
+  rq.range = ToString(h[http::field::range]).substr(0, 128);
+  rq.request_id = req_.id;
+  rq.body = parser_->release().body();
+  const bool call = SessionRoutes::IsCall(rq.method, rq.path);
+  if (call) {
+    req_.execute = true;  // audited as a run
+    req_.session_id = SessionRoutes::SessionId(rq.path);
+    req_.audit.code_bytes = static_cast<int64_t>(rq.body.size());
+  }
+  state_ = State::kRunning;
+  if (call) WatchDisconnect();
+  net::post(*s_.session_pool, [self = shared_from_this(), rq = std::move(rq)]() {
+    RouteReply reply = self->s_.session_routes->Handle(rq);
+    net::post(*self->s_.io, [self, reply = std::move(reply)]() mutable { self->OnSessionReply(std::move(reply)); });
+  });
+}
+
+void Session::OnSessionReply(RouteReply reply) {
+  if (state_ == State::kClosed) return;
+  state_ = State::kHandling;
+  if (reply.error) {
+    s_.metrics.CountRejected(RejectReason(reply.error->kind));
+    req_.audit.error = reply.error->message;
+    for (const auto& v : reply.violations) s_.metrics.CountPolicyRule(v.rule);
+    req_.audit.violations = reply.violations;
+  }
+  if (reply.call) {
+    const session::CallReply& c = *reply.call;
+    req_.audit.profile = c.profile;
+    req_.audit.code_sha256 = c.code_sha256;
+    req_.audit.code_bytes = c.code_bytes;
+    if (c.kind == session::CallReply::Kind::kRan) {
+      const model::RunReport& run = c.response.run;
+      s_.metrics.CountExecution(Outcome(run), run.duration_ms / 1000.0);
+      model::AuditRecord& a = req_.audit;
+      a.exit_code = run.exit_code;
+      if (run.signal) a.signal = run.signal;
+      a.kill_reason = run.kill_reason;
+      a.run_ms = run.duration_ms;
+      a.cpu_ms = run.cpu_ms;
+      a.max_rss_kb = run.max_rss_kb;
+      Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
+    } else {
+      Audit(Verdict(c.error.kind), reply.status);
+    }
+  }
+  if (req_.client_gone) return Close();
+  Send(reply.status, std::move(reply.body), reply.content_type.c_str(), reply.headers);
 }
 
 void Session::OnRunDone(RunOutcome o) {
@@ -832,6 +926,11 @@ Server::Impl::~Impl() {
   launcher.join();
   workers.join();
   reaper.join();
+  // Session calls under way end with their sessions; then the manager goes.
+  session_mgr->CloseAll();
+  session_pool->join();
+  session_routes.reset();
+  session_mgr.reset();
   error_code ignored;
   acceptor->close(ignored);
   signals->cancel(ignored);
@@ -1051,6 +1150,9 @@ Status Server::Run() {
   s.SelfTest();
   s.Accept();
   s.io->run();
+  // Sessions outlive the drain of one-shot runs (their calls are answered
+  // until the loop stops); now they end, every process and cgroup with them.
+  s.session_mgr->CloseAll();
   log::Info("stopped");
   return Status::Ok();
 }

@@ -22,6 +22,7 @@
 #include "api/auth.h"
 #include "base/status.h"
 #include "service/service.h"
+#include "session/session_manager.h"
 
 namespace airlock::api {
 
@@ -44,6 +45,11 @@ struct ServerOptions {
   double body_timeout_s = 60;      // to receive its body
   double idle_timeout_s = 60;      // keep-alive connection without a request
   double write_timeout_s = 30;     // to send a response
+  // Sessions (docs/api.md, "Sessions"): their caps and lifetimes, the threads
+  // their calls block (one per call under way), and the largest file upload.
+  session::SessionOptions sessions;
+  size_t session_threads = 16;
+  int64_t max_file_bytes = int64_t{32} << 20;
 };
 
 // Whether `host` (an address literal or "localhost") is a loopback address.

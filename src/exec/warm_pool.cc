@@ -243,6 +243,9 @@ struct WarmPool::Impl {
   // Discards a run on an adopter thread: killing it and removing its cgroup
   // can wait on the kernel (up to seconds), and TakeRun runs on a server's
   // event loop or its launcher thread.
+  bool Claim(const std::string& profile, const isolation::Spec& spec, std::string_view request, bool may_wait,
+             Slot* claimed, std::string* why_not);
+
   void DiscardLater(Slot slot) {
     {
       std::lock_guard<std::mutex> lock(adopt_mu);
@@ -830,20 +833,23 @@ bool WarmPool::Serves(const std::string& profile) const {
   return false;
 }
 
-HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spec, const RunOptions& options,
-                          std::string_view request, bool may_wait) {
-  HandOff out;
+// Takes a ready run of `profile`, applies spec.limits and writes `request`;
+// false (and *why_not) when none could be had.
+bool WarmPool::Impl::Claim(const std::string& profile, const isolation::Spec& spec, std::string_view request,
+                           bool may_wait, Slot* claimed, std::string* why_not) {
+  Impl* impl_ = this;
+  std::string& out_why = *why_not;
   Pool* p = nullptr;
   for (const auto& pp : impl_->pools) {
     if (pp->profile.name == profile) p = pp.get();
   }
   if (p == nullptr) {
-    out.why_not = "profile has no warm pool";
-    return out;
+    out_why = "profile has no warm pool";
+    return false;
   }
   if (spec.limits.disk_bytes != p->profile.limits.disk_bytes || spec.limits.open_files != p->profile.limits.open_files) {
-    out.why_not = "the request's disk limit differs from the warm runs'";
-    return out;
+    out_why = "the request's disk limit differs from the warm runs'";
+    return false;
   }
   for (int attempt = 0; attempt < 3; ++attempt) {
     Slot slot;
@@ -852,8 +858,8 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
       // None ready but the zygote is up and making more: a warm run is a few
       // milliseconds away, a cold one tens to hundreds. Wait for it, bounded.
       if (p->ready.empty() && !may_wait) {
-        out.why_not = "no warm run was ready";
-        return out;  // the caller may try again where it can wait
+        out_why = "no warm run was ready";
+        return false;  // the caller may try again where it can wait
       }
       if (p->ready.empty() && p->state.load() == 2 && impl_->options.max_wait_ms > 0) {
         impl_->Wake();
@@ -905,14 +911,35 @@ HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spe
         continue;
       }
     }
-    slot.control.reset();
     p->handoffs++;
     slot.zygote->handoffs++;
-    out.events_read = std::move(slot.events);
-    out.execution = Execution::Adopt(std::move(slot.run), spec, options, std::move(slot.zygote));
-    return out;
+    *claimed = std::move(slot);
+    return true;
   }
-  out.why_not = "no warm run was ready";
+  out_why = "no warm run was ready";
+  return false;
+}
+
+HandOff WarmPool::TakeRun(const std::string& profile, const isolation::Spec& spec, const RunOptions& options,
+                          std::string_view request, bool may_wait) {
+  HandOff out;
+  Slot slot;
+  if (!impl_->Claim(profile, spec, request, may_wait, &slot, &out.why_not)) return out;
+  slot.control.reset();
+  out.events_read = std::move(slot.events);
+  out.execution = Execution::Adopt(std::move(slot.run), spec, options, std::move(slot.zygote));
+  return out;
+}
+
+SessionHandOff WarmPool::TakeSession(const std::string& profile, const isolation::Spec& spec,
+                                     std::string_view request) {
+  SessionHandOff out;
+  Slot slot;
+  if (!impl_->Claim(profile, spec, request, /*may_wait=*/true, &slot, &out.why_not)) return out;
+  out.run = std::move(slot.run);
+  out.events_read = std::move(slot.events);
+  out.control = std::move(slot.control);
+  out.zygote = std::move(slot.zygote);
   return out;
 }
 

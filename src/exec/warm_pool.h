@@ -86,6 +86,16 @@ struct HandOff {
   std::string why_not;                    // when execution is null
 };
 
+// A ready run handed over for good: a session (src/session) drives it itself.
+struct SessionHandOff {
+  isolation::Launched run;                // its init's pidfd empty: none was ready (why_not)
+  UniqueFd events_read;                   // the result channel (non-blocking)
+  UniqueFd control;                       // the run's control socket (calls, interrupts)
+  std::shared_ptr<const ZygoteLife> zygote;
+  std::string why_not;
+  bool ok() const { return static_cast<bool>(run.pidfd); }
+};
+
 class WarmPool {
  public:
   static StatusOr<std::unique_ptr<WarmPool>> Start(const isolation::HostSetup& host, PoolOptions options);
@@ -99,6 +109,10 @@ class WarmPool {
   // (false: return at once; for an event loop's thread).
   HandOff TakeRun(const std::string& profile, const isolation::Spec& spec, const RunOptions& options,
                   std::string_view request, bool may_wait = true);
+  // The same hand-off (waiting as TakeRun does), but the run and its control
+  // socket are the caller's from now on: a session's first request ("session":
+  // true) makes the run serve calls on that socket (airlock_runner.py).
+  SessionHandOff TakeSession(const std::string& profile, const isolation::Spec& spec, std::string_view request);
   // The caller took the cold path for a run of `profile` after all (counted
   // in /metrics); a hand-off that is tried again later is not a fallback yet.
   void CountColdFallback(const std::string& profile);

@@ -172,12 +172,13 @@ char* g_argv_end = nullptr;
   if (size > zygote::kMaxRequestBytes) ::_exit(2);
   std::string request(size, '\0');
   if (!ReadFull(control, request.data(), size)) ::_exit(2);
-  // The server does not listen any more: nothing of this run may reach it but
-  // its output, its result channel and its exit status.
-  ::close(control);
+  // The runner closes the control socket before any user code runs, unless
+  // the request makes this run a session, which takes its calls (and
+  // interrupts) there (airlock_runner.py, "Sessions").
   PyObject* arg = PyBytes_FromStringAndSize(request.data(), static_cast<Py_ssize_t>(size));
   std::string().swap(request);
-  PyObject* result = arg ? PyObject_CallOneArg(warm_main, arg) : nullptr;
+  PyObject* result = arg ? PyObject_CallFunction(warm_main, "Oi", arg, control) : nullptr;
+  Py_XDECREF(arg);
   int code = 2;
   if (result != nullptr && PyLong_Check(result)) {
     code = static_cast<int>(PyLong_AsLong(result)) & 0xFF;

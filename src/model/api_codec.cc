@@ -309,6 +309,7 @@ std::string RejectionToJson(const std::vector<Violation>& violations, bool compa
 
 std::string ErrorToJson(const ApiError& e, const std::string& request_id) {
   json j = {{"error", e.message}};
+  if (!e.code.empty()) j["code"] = e.code;
   if (!e.field.empty()) {
     j["field"] = e.field;
     if (e.kind == ErrorKind::kUnprocessable) {

@@ -37,6 +37,8 @@ enum class ErrorKind {
   kForbidden,         // 403: a web origin that may not call (api/request_gate.h)
   kNotFound,          // 404
   kMethodNotAllowed,  // 405
+  kConflict,          // 409: a session already running a call; a path that is not a regular file
+  kGone,              // 410: a session that died (memory, crash, its zygote lost)
   kPayloadTooLarge,   // 413: body or code over the cap
   kUnsupportedMediaType,  // 415: a body that is not declared application/json
   kMisdirected,       // 421: a Host header that does not name this server
@@ -50,6 +52,9 @@ struct ApiError {
   ErrorKind kind = ErrorKind::kInternal;
   std::string message;
   std::string field;  // the request field at fault ("timeout"), "" when none
+  std::string code;   // a stable machine-readable code ("session_not_found"), "" when none
+  // Seconds for a Retry-After header (429/503); 0: the default.
+  int retry_after_s = 0;
 };
 
 // ---------------------------------------------------------------------------

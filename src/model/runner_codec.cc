@@ -43,6 +43,8 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
     j["code"] = *c.code;
     j.erase("code_path");
   }
+  if (c.session) j["session"] = true;
+  if (c.call > 0) j["call"] = c.call;
   return Dump(j);
 }
 
@@ -307,6 +309,8 @@ std::optional<ProgramEnd> ParseProgramEnd(std::string_view channel, bool channel
   if (peak != ev.end() && peak->is_number_unsigned() && peak->get<uint64_t>() <= (uint64_t{1} << 40)) {
     end.max_rss_kb = static_cast<int64_t>(peak->get<uint64_t>());  // up to 1 PiB: anything more is not a peak
   }
+  auto call = ev.find("call");
+  if (call != ev.end() && call->is_number_integer()) end.call = call->get<int64_t>();
   return end;
 }
 

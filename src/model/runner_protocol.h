@@ -40,6 +40,10 @@ struct RunnerConfig {
   int result_fd = 3;
   int64_t max_result_bytes = 1 << 20;
   int max_results = 16;
+  // The warm path only: the first request of a session, then each of its
+  // calls (numbered from 1; echoed in the call's end event). 0: not a call.
+  bool session = false;
+  int64_t call = 0;
 };
 
 std::string RunnerConfigToJson(const RunnerConfig& config);
@@ -72,6 +76,7 @@ RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated)
 struct ProgramEnd {
   int exit_code = 0;
   int64_t max_rss_kb = 0;  // 0 when the runner did not say
+  std::optional<int64_t> call;  // a session call's number, when the event has one
 };
 std::optional<ProgramEnd> ParseProgramEnd(std::string_view channel, bool channel_truncated);
 

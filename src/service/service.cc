@@ -94,6 +94,8 @@ isolation::Limits ToSandboxLimits(const profile::EffectiveLimits& e) {
   return l;
 }
 
+}  // namespace
+
 model::EffectiveLimitsView ToView(const profile::EffectiveLimits& e) {
   model::EffectiveLimitsView v;
   v.profile = e.profile;
@@ -107,8 +109,6 @@ model::EffectiveLimitsView ToView(const profile::EffectiveLimits& e) {
   v.clamped = e.clamped;
   return v;
 }
-
-}  // namespace
 
 bool ChannelBuffer::ReadFrom(int fd) {
   char buf[65536];
@@ -266,6 +266,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     warm.code_path.clear();
     warm.preimport = p->preimport;  // imported in the zygote already: a no-op
     plan->warm_request = model::RunnerConfigToJson(warm);
+    plan->warm_config = std::move(warm);
   }
 
   isolation::Spec& spec = plan->spec;

@@ -56,6 +56,8 @@ struct ServiceOptions {
 std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profiles);
 // The whole environment of a run (and of a zygote): a short fixed list.
 std::vector<std::string> RunEnvironment();
+// The limits a run got, as responses show them.
+model::EffectiveLimitsView ToView(const profile::EffectiveLimits& limits);
 
 // A request that passed every check, ready to start.
 struct Plan {
@@ -70,8 +72,10 @@ struct Plan {
   UniqueFd events_read;
   UniqueFd events_write;
   // The warm path's request (runner config with the code inline); empty when
-  // the profile has no warm pool.
+  // the profile has no warm pool. warm_config is what it was made from (a
+  // session call sends it with its call number).
   std::string warm_request;
+  model::RunnerConfig warm_config;
 };
 
 enum class Verdict { kRun, kRejected, kInvalid };
@@ -148,6 +152,8 @@ class Service {
   model::ProfileView View(const profile::Profile& profile) const;
   // The warm pools (empty without one).
   std::vector<model::PoolView> Pools() const;
+  // The warm pool (null without one): sessions take their runs from it.
+  exec::WarmPool* pool() const { return options_.pool; }
   size_t max_event_bytes() const { return options_.max_event_bytes; }
 
  private:

@@ -1,0 +1,80 @@
+// The session routes' JSON (docs/api.md, "Sessions"): what POST /v1/sessions
+// and POST /v1/sessions/{id}/execute take, and what the session routes answer.
+//
+//   model::SessionCreateRequest req;
+//   if (!model::ParseSessionCreateRequest(body, caps, &req, &error)) reply(error);
+//   ...
+//   reply(201, model::SessionToJson(view));
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/execute.h"
+#include "model/run_report.h"
+
+namespace airlock::model {
+
+struct SessionCreateRequest {
+  // profile, language and limits as /v1/execute takes them (code unused);
+  // limits.cpu_time is refused (a session's CPU is bounded per call by its timeout).
+  ExecuteRequest base;
+  std::optional<double> idle_timeout_s;
+  std::optional<double> ttl_s;
+};
+
+// An empty body is a session of the default profile. Errors as ParseExecuteRequest's.
+bool ParseSessionCreateRequest(std::string_view body, const RequestCaps& caps, SessionCreateRequest* request,
+                               ApiError* error);
+
+// {"code", "timeout"?}: a session's profile and limits are fixed at creation,
+// so "profile" and "limits" are refused (422) rather than ignored.
+bool ParseSessionExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
+                                ApiError* error);
+
+struct SessionView {
+  std::string id;
+  std::string profile;
+  std::string state;          // "idle", "busy", "dead"
+  std::string end_reason;     // why it died (state "dead")
+  int64_t created_at_ms = 0;  // Unix time
+  int64_t expires_at_ms = 0;  // the hard TTL's end
+  int64_t last_used_ms = 0;
+  double idle_timeout_s = 0;
+  double ttl_s = 0;
+  int64_t execution_count = 0;
+  EffectiveLimitsView limits;
+  RunReport isolation;        // only the isolation fields are used (layers, mode, ...)
+};
+
+std::string SessionToJson(const SessionView& session);
+// {"sessions": [...]}.
+std::string SessionListToJson(const std::vector<SessionView>& sessions);
+
+// A call's answer: V1ExecuteToJson's object plus "execution_count" and
+// "session": {"id", "alive", "interrupted", "end_reason"?}.
+struct SessionCallView {
+  std::string session_id;
+  int64_t execution_count = 0;
+  bool alive = true;         // the session lives on after this call
+  bool interrupted = false;  // the call's timeout (or a cancel) interrupted it: KeyboardInterrupt
+  std::string end_reason;    // when !alive
+};
+std::string SessionExecuteToJson(const ExecuteResponse& response, const SessionCallView& call);
+
+// One entry of GET /v1/sessions/{id}/files: {"path","size","modified","type"}.
+struct SessionFileView {
+  std::string path;
+  int64_t size = 0;
+  int64_t modified_ms = 0;  // 0: not known (rendered null)
+  std::string type;         // "file" or "directory"
+};
+std::string SessionFileToJson(const SessionFileView& file);
+
+// RFC 3339 UTC with milliseconds ("2026-11-23T16:20:01.123Z").
+std::string Rfc3339Ms(int64_t unix_ms);
+
+}  // namespace airlock::model

@@ -1,0 +1,501 @@
+#include "session/session_manager.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/log.h"
+#include "model/runner_protocol.h"
+
+namespace airlock::session {
+namespace {
+
+constexpr size_t kMaxTombstones = 4096;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string RandomHex(size_t bytes) {
+  unsigned char buf[32];
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::getrandom(buf + got, bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) {
+    out += kHex[buf[i] >> 4];
+    out += kHex[buf[i] & 15];
+  }
+  return out;
+}
+
+bool IsRouteKey(const std::string& k) {
+  return k.size() == 8 && std::all_of(k.begin(), k.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+model::ApiError NotFoundError(const std::string& id) {
+  model::ApiError e{model::ErrorKind::kNotFound,
+                    "no session '" + id.substr(0, 80) +
+                        "' here: it never existed, expired, was deleted, belongs to another token, or lives on "
+                        "another instance; create a new one (POST /v1/sessions)",
+                    ""};
+  e.code = "session_not_found";
+  return e;
+}
+
+std::string Secs(double s) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+}  // namespace
+
+struct SessionManager::Entry {
+  std::string id, owner, profile;
+  model::ExecuteRequest base;  // profile, language and limits asked at creation (every call's and restart's)
+  profile::EffectiveLimits limits;
+  int64_t created_ms = 0, expires_ms = 0, last_used_ms = 0;
+  double idle_s = 0, ttl_s = 0;
+  Clock::time_point expires_at, last_used;
+  int64_t execution_count = 0;
+  bool busy = false;
+  bool dead = false;
+  std::string end_reason;
+  Clock::time_point dead_at;
+  int64_t memory_bytes = 0;
+  std::shared_ptr<LiveSession> live;
+  isolation::IsolationReport report;
+};
+
+SessionManager::SessionManager(const service::Service& service, SessionOptions options)
+    : svc_(service), opt_(options) {
+  expiry_ = std::thread([this] { ExpiryLoop(); });
+}
+
+SessionManager::~SessionManager() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  expiry_.join();
+  CloseAll();
+}
+
+std::optional<std::unique_ptr<LiveSession>> SessionManager::NewRun(const std::string& profile_name,
+                                                                   const profile::EffectiveLimits& limits,
+                                                                   const model::ExecuteRequest& base,
+                                                                   model::ApiError* error, isolation::Spec* spec_out) {
+  (void)limits;
+  model::ExecuteRequest req = base;
+  req.code = "pass";
+  req.profile = profile_name;
+  service::Prepared p = svc_.Prepare(req, "session");
+  if (p.verdict != service::Verdict::kRun) {
+    *error = p.error;
+    return std::nullopt;
+  }
+  service::Plan& plan = *p.plan;
+  if (plan.warm_request.empty() || svc_.pool() == nullptr) {
+    *error = {model::ErrorKind::kUnprocessable,
+              "profile '" + plan.profile_name +
+                  "' has no warm pool, and a session is a warm run: start the server with --pool-size 1 or more",
+              "profile"};
+    return std::nullopt;
+  }
+  model::RunnerConfig first = plan.warm_config;
+  first.code = "";
+  first.session = true;
+  exec::SessionHandOff h = svc_.pool()->TakeSession(plan.profile_name, plan.spec, model::RunnerConfigToJson(first));
+  if (!h.ok()) {
+    *error = {model::ErrorKind::kUnavailable,
+              "no warm run of profile '" + plan.profile_name + "' could be had for a session (" + h.why_not +
+                  "); retry shortly",
+              ""};
+    error->retry_after_s = 1;
+    return std::nullopt;
+  }
+  *spec_out = plan.spec;
+  return std::make_unique<LiveSession>(std::move(h), plan.spec, svc_.max_event_bytes());
+}
+
+Created SessionManager::Create(const std::string& owner, const std::string& route_key,
+                               const model::SessionCreateRequest& request) {
+  Created out;
+  // The profile's limits as this request gets them (validated as /v1/execute validates them).
+  model::ExecuteRequest probe = request.base;
+  probe.code = "pass";
+  service::Prepared p = svc_.Prepare(probe, "session");
+  if (p.verdict != service::Verdict::kRun) {
+    out.error = p.error;
+    return out;
+  }
+  profile::EffectiveLimits limits = p.plan->limits;
+  const std::string profile_name = p.plan->profile_name;
+  double idle = request.idle_timeout_s.value_or(opt_.idle_timeout_s);
+  double ttl = request.ttl_s.value_or(opt_.ttl_s);
+  if (idle > opt_.max_idle_timeout_s) {
+    out.error = {model::ErrorKind::kUnprocessable,
+                 "idle_timeout: " + Secs(idle) + " s is over this server's ceiling of " + Secs(opt_.max_idle_timeout_s) + " s",
+                 "idle_timeout"};
+    return out;
+  }
+  if (ttl > opt_.max_ttl_s) {
+    out.error = {model::ErrorKind::kUnprocessable,
+                 "ttl: " + Secs(ttl) + " s is over this server's ceiling of " + Secs(opt_.max_ttl_s) + " s", "ttl"};
+    return out;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reserved_count_ >= opt_.max_sessions) {
+      out.error = {model::ErrorKind::kTooManyRequests,
+                   "too many sessions: " + std::to_string(reserved_count_) + " of " +
+                       std::to_string(opt_.max_sessions) + " are live; delete one or retry later",
+                   ""};
+      out.error.retry_after_s = 5;
+      return out;
+    }
+    if (reserved_memory_ + limits.memory_bytes > opt_.max_memory_bytes) {
+      out.error = {model::ErrorKind::kTooManyRequests,
+                   "the live sessions' memory would pass this server's cap of " +
+                       std::to_string(opt_.max_memory_bytes) + " bytes; delete one, ask for less (limits.memory) or retry later",
+                   ""};
+      out.error.retry_after_s = 5;
+      return out;
+    }
+    ++reserved_count_;
+    reserved_memory_ += limits.memory_bytes;
+  }
+  isolation::Spec spec;
+  auto live = NewRun(profile_name, limits, request.base, &out.error, &spec);
+  if (!live) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --reserved_count_;
+    reserved_memory_ -= limits.memory_bytes;
+    return out;
+  }
+  auto e = std::make_shared<Entry>();
+  e->id = "s1-" + (IsRouteKey(route_key) ? route_key : RandomHex(4)) + "-" + RandomHex(16);
+  e->owner = owner;
+  e->profile = profile_name;
+  e->base = request.base;
+  e->base.profile = profile_name;
+  e->limits = limits;
+  e->created_ms = e->last_used_ms = NowMs();
+  e->idle_s = idle;
+  e->ttl_s = ttl;
+  e->expires_ms = e->created_ms + static_cast<int64_t>(ttl * 1000);
+  e->last_used = Clock::now();
+  e->expires_at = e->last_used + std::chrono::milliseconds(static_cast<int64_t>(ttl * 1000));
+  e->memory_bytes = limits.memory_bytes;
+  e->report = (*live)->report();
+  e->live = std::move(*live);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_[e->id] = e;
+    ++created_;
+    out.view = View(*e);
+  }
+  out.ok = true;
+  return out;
+}
+
+std::shared_ptr<SessionManager::Entry> SessionManager::Find(const std::string& id, const std::string& owner,
+                                                            model::ApiError* error, bool want_live) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->owner != owner) {
+    *error = NotFoundError(id);
+    return nullptr;
+  }
+  if (want_live && it->second->dead) {
+    *error = {model::ErrorKind::kGone, "the session has ended: " + it->second->end_reason, ""};
+    error->code = "session_ended";
+    return nullptr;
+  }
+  return it->second;
+}
+
+model::SessionView SessionManager::View(const Entry& e) const {
+  model::SessionView v;
+  v.id = e.id;
+  v.profile = e.profile;
+  v.state = e.dead ? "dead" : e.busy ? "busy" : "idle";
+  v.end_reason = e.end_reason;
+  v.created_at_ms = e.created_ms;
+  v.expires_at_ms = e.expires_ms;
+  v.last_used_ms = e.last_used_ms;
+  v.idle_timeout_s = e.idle_s;
+  v.ttl_s = e.ttl_s;
+  v.execution_count = e.execution_count;
+  v.limits = service::ToView(e.limits);
+  for (const auto& l : e.report.layers) v.isolation.layers.push_back({l.name, l.enforced, l.detail});
+  v.isolation.landlock_abi = e.report.landlock_abi;
+  v.isolation.cgroup_version = e.report.cgroup_version;
+  v.isolation.mode = "session";
+  return v;
+}
+
+CallReply SessionManager::Execute(const std::string& id, const std::string& owner,
+                                  const model::ExecuteRequest& request, const std::string& request_id,
+                                  const CallHooks& hooks) {
+  CallReply reply;
+  std::shared_ptr<Entry> e;
+  std::shared_ptr<LiveSession> live;
+  model::ExecuteRequest req = request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = Find(id, owner, &reply.error, /*want_live=*/true);
+    if (!e) return reply;
+    if (e->busy) {
+      reply.error = {model::ErrorKind::kConflict,
+                     "the session is running another call; a session takes one call at a time (wait for it, or "
+                     "use another session)",
+                     ""};
+      reply.error.code = "session_busy";
+      return reply;
+    }
+    e->busy = true;
+    live = e->live;
+    req.profile = e->profile;
+    req.limits = e->base.limits;
+  }
+  auto release = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    e->busy = false;
+    e->last_used = Clock::now();
+    e->last_used_ms = NowMs();
+  };
+  // The analyzer and the import allowlist apply to every call, as to a one-shot run.
+  service::Prepared p = svc_.Prepare(req, request_id);
+  reply.profile = p.profile_name;
+  reply.code_sha256 = p.code_sha256;
+  reply.code_bytes = p.code_bytes;
+  if (p.verdict != service::Verdict::kRun) {
+    release();
+    reply.kind = p.verdict == service::Verdict::kRejected ? CallReply::Kind::kRejected : CallReply::Kind::kError;
+    reply.error = p.error;
+    reply.violations = std::move(p.violations);
+    return reply;
+  }
+  int64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = ++e->execution_count;
+  }
+  model::RunnerConfig cfg = p.plan->warm_config;
+  cfg.call = n;
+  CallOptions options;
+  options.timeout_s = p.plan->options.timeout_s;
+  options.output_cap = p.plan->options.output_cap;
+  options.interrupt_grace_s = opt_.interrupt_grace_s;
+  options.on_output = hooks.on_output;
+  CallOutcome o = live->Call(model::RunnerConfigToJson(cfg), n, options);
+  reply.response = svc_.Complete(*p.plan, o.result, o.channel);
+  reply.kind = CallReply::Kind::kRan;
+  reply.call.session_id = e->id;
+  reply.call.execution_count = n;
+  reply.call.alive = o.alive;
+  reply.call.interrupted = o.interrupted;
+  reply.call.end_reason = o.end_reason;
+  release();
+  if (!o.alive) {
+    std::string kind = o.end_reason.substr(0, o.end_reason.find(':'));
+    End(e, kind.empty() ? "died" : kind, o.end_reason, /*tombstone=*/true);
+  }
+  return reply;
+}
+
+void SessionManager::Cancel(const std::string& id, const std::string& detail) {
+  std::shared_ptr<LiveSession> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end() || !it->second->live) return;
+    live = it->second->live;
+  }
+  live->Cancel(detail);
+}
+
+std::optional<model::SessionView> SessionManager::Get(const std::string& id, const std::string& owner,
+                                                      model::ApiError* error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto e = Find(id, owner, error, /*want_live=*/false);
+  if (!e) return std::nullopt;
+  return View(*e);
+}
+
+std::vector<model::SessionView> SessionManager::List(const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<model::SessionView> out;
+  for (const auto& [id, e] : sessions_) {
+    if (e->owner == owner && !e->dead) out.push_back(View(*e));
+  }
+  return out;
+}
+
+std::shared_ptr<LiveSession> SessionManager::Live(const std::string& id, const std::string& owner,
+                                                  model::ApiError* error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto e = Find(id, owner, error, /*want_live=*/true);
+  if (!e) return nullptr;
+  e->last_used = Clock::now();
+  e->last_used_ms = NowMs();
+  return e->live;
+}
+
+bool SessionManager::Delete(const std::string& id, const std::string& owner, model::ApiError* error) {
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = Find(id, owner, error, /*want_live=*/false);
+    if (!e) return false;
+  }
+  End(e, "deleted", "deleted: the session was deleted", /*tombstone=*/false);
+  return true;
+}
+
+std::optional<model::SessionView> SessionManager::Restart(const std::string& id, const std::string& owner,
+                                                          model::ApiError* error) {
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = Find(id, owner, error, /*want_live=*/true);
+    if (!e) return std::nullopt;
+    if (e->busy) {
+      *error = {model::ErrorKind::kConflict, "the session is running a call; restart it when the call is done", ""};
+      error->code = "session_busy";
+      return std::nullopt;
+    }
+    e->busy = true;  // no call may start while the interpreter is replaced
+  }
+  isolation::Spec spec;
+  auto fresh = NewRun(e->profile, e->limits, e->base, error, &spec);
+  std::shared_ptr<LiveSession> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e->busy = false;
+    if (!fresh) return std::nullopt;  // the old interpreter is untouched
+    if (e->dead) {
+      *error = {model::ErrorKind::kGone, "the session has ended: " + e->end_reason, ""};
+      error->code = "session_ended";
+      return std::nullopt;  // fresh is killed on the way out
+    }
+    old = std::move(e->live);
+    e->live = std::move(*fresh);
+    e->report = e->live->report();
+    e->execution_count = 0;
+    e->last_used = Clock::now();
+    e->last_used_ms = NowMs();
+  }
+  old->Kill("restarted: the session's interpreter was replaced");
+  old.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  return View(*e);
+}
+
+void SessionManager::End(const std::shared_ptr<Entry>& e, const std::string& reason, const std::string& detail,
+                         bool tombstone) {
+  std::shared_ptr<LiveSession> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!tombstone) sessions_.erase(e->id);
+    if (e->dead) return;
+    e->dead = true;
+    e->end_reason = detail;
+    e->dead_at = Clock::now();
+    live = std::move(e->live);
+    --reserved_count_;
+    reserved_memory_ -= e->memory_bytes;
+    ++ended_[reason];
+  }
+  if (live) live->Kill(detail);
+  // The last reference (here, or a call's still returning) removes the cgroup.
+}
+
+void SessionManager::ExpiryLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(200));
+    if (stop_) break;
+    Clock::time_point now = Clock::now();
+    std::vector<std::pair<std::shared_ptr<Entry>, std::pair<std::string, std::string>>> ending;
+    std::vector<std::shared_ptr<Entry>> died;
+    size_t tombstones = 0;
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      Entry& e = *it->second;
+      if (e.dead) {
+        if (now - e.dead_at > std::chrono::milliseconds(static_cast<int64_t>(opt_.tombstone_s * 1000))) {
+          it = sessions_.erase(it);
+          continue;
+        }
+        ++tombstones;
+      } else if (now >= e.expires_at) {
+        ending.push_back({it->second, {"ttl", "ttl: the session reached its lifetime of " + Secs(e.ttl_s) + " s"}});
+      } else if (!e.busy && now - e.last_used >= std::chrono::milliseconds(static_cast<int64_t>(e.idle_s * 1000))) {
+        ending.push_back({it->second, {"idle", "idle: the session was idle for " + Secs(e.idle_s) + " s"}});
+      } else if (!e.busy && e.live && !e.live->Alive()) {
+        died.push_back(it->second);
+      }
+      ++it;
+    }
+    if (tombstones > kMaxTombstones) {
+      for (auto it = sessions_.begin(); it != sessions_.end() && tombstones > kMaxTombstones;) {
+        if (it->second->dead) {
+          it = sessions_.erase(it);
+          --tombstones;
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (ending.empty() && died.empty()) continue;
+    lock.unlock();
+    // Expired sessions are gone (404); sessions that died answer 410 a while.
+    for (auto& [e, why] : ending) End(e, why.first, why.second, /*tombstone=*/false);
+    for (auto& e : died) {
+      std::shared_ptr<LiveSession> live;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        live = e->live;
+      }
+      if (!live) continue;
+      std::string detail = live->EndReason();
+      std::string kind = detail.substr(0, detail.find(':'));
+      End(e, kind.empty() ? "died" : kind, detail, /*tombstone=*/true);
+    }
+    lock.lock();
+  }
+}
+
+void SessionManager::CloseAll() {
+  std::vector<std::shared_ptr<Entry>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, e] : sessions_) all.push_back(e);
+  }
+  for (auto& e : all) End(e, "shutdown", "shutdown: the server is stopping", /*tombstone=*/false);
+}
+
+SessionStats SessionManager::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  SessionStats s;
+  for (const auto& [id, e] : sessions_) {
+    if (e->dead) continue;
+    ++s.live;
+    if (e->busy) ++s.busy;
+  }
+  s.memory_reserved_bytes = reserved_memory_;
+  s.created = created_;
+  s.ended = ended_;
+  return s;
+}
+
+}  // namespace airlock::session

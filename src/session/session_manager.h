@@ -1,0 +1,125 @@
+// session::SessionManager: every live session of a server (issue 10): their
+// ids, owners, caps, lifetimes (idle expiry, hard TTL) and the calls into them.
+// Each session is a LiveSession (live_session.h) made from a warm pool's run.
+//
+//   SessionManager mgr(service, options);       // starts its expiry thread
+//   auto made = mgr.Create(owner, route_key, create_request);   // blocking: a worker thread
+//   CallReply r = mgr.Execute(id, owner, request, hooks);       // blocking for the call
+//   mgr.Delete(id, owner);
+//
+// Every method is thread-safe; Create, Execute, Delete, Restart and CloseAll
+// block (a hand-off, a call, a kill) and belong on worker threads.
+//
+// Ownership: a session belongs to the token name that created it ("" without
+// tokens); any other owner gets NotFound, exactly as for an id that never
+// existed. Ids are "s1-<route>-<32 hex>" (128 random bits from getrandom;
+// docs/deploy.md, "Scaling and session routing").
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/execute.h"
+#include "model/session.h"
+#include "service/service.h"
+#include "session/live_session.h"
+
+namespace airlock::session {
+
+struct SessionOptions {
+  size_t max_sessions = 32;                   // live sessions at once (server-wide); beyond: 429
+  int64_t max_memory_bytes = int64_t{8} << 30;  // sum of live sessions' memory limits; beyond: 429
+  double idle_timeout_s = 600;                // default; a request may ask for up to max_idle_timeout_s
+  double max_idle_timeout_s = 3600;
+  double ttl_s = 3600;                        // default hard lifetime; up to max_ttl_s
+  double max_ttl_s = 86400;
+  double interrupt_grace_s = 2;               // after a call's timeout, before the session is killed
+  double tombstone_s = 600;                   // a dead session answers 410 this long, then 404
+};
+
+struct Created {
+  model::SessionView view;
+  model::ApiError error;  // when !ok
+  bool ok = false;
+};
+
+struct CallReply {
+  enum class Kind { kRan, kRejected, kError } kind = Kind::kError;
+  model::ApiError error;                    // kError (and kRejected's message)
+  std::vector<model::Violation> violations;  // kRejected
+  model::ExecuteResponse response;          // kRan
+  model::SessionCallView call;              // kRan
+  std::string profile, code_sha256;         // for the audit record
+  int64_t code_bytes = 0;
+};
+
+struct CallHooks {
+  // Each piece of output as it arrives (streaming); may be unset.
+  std::function<void(exec::Stream, std::string_view)> on_output;
+};
+
+struct SessionStats {
+  int64_t live = 0;
+  int64_t busy = 0;
+  int64_t memory_reserved_bytes = 0;
+  uint64_t created = 0;
+  std::map<std::string, uint64_t> ended;  // reason ("deleted", "idle", "ttl", "memory", ...) -> count
+};
+
+class SessionManager {
+ public:
+  SessionManager(const service::Service& service, SessionOptions options);
+  ~SessionManager();  // CloseAll()
+
+  Created Create(const std::string& owner, const std::string& route_key, const model::SessionCreateRequest& request);
+  CallReply Execute(const std::string& id, const std::string& owner, const model::ExecuteRequest& request,
+                    const std::string& request_id, const CallHooks& hooks);
+  // Interrupts the call under way in the session (a streaming client gone).
+  void Cancel(const std::string& id, const std::string& detail);
+  std::optional<model::SessionView> Get(const std::string& id, const std::string& owner, model::ApiError* error);
+  std::vector<model::SessionView> List(const std::string& owner);
+  bool Delete(const std::string& id, const std::string& owner, model::ApiError* error);
+  // A fresh interpreter under the same id (its files are dropped: a new working directory).
+  std::optional<model::SessionView> Restart(const std::string& id, const std::string& owner, model::ApiError* error);
+  // The session's live interpreter for file access (its init pid and pidfd),
+  // or null with *error (404/410).
+  std::shared_ptr<LiveSession> Live(const std::string& id, const std::string& owner, model::ApiError* error);
+  // Ends every session (a server's shutdown, after its drain).
+  void CloseAll();
+  SessionStats Stats() const;
+
+ private:
+  struct Entry;
+  std::shared_ptr<Entry> Find(const std::string& id, const std::string& owner, model::ApiError* error,
+                              bool want_live);
+  model::SessionView View(const Entry& e) const;
+  void ExpiryLoop();
+  // Moves a session to its end: reason counted, tombstone kept when `tombstone`.
+  void End(const std::shared_ptr<Entry>& e, const std::string& reason, const std::string& detail, bool tombstone);
+  std::optional<std::unique_ptr<LiveSession>> NewRun(const std::string& profile, const profile::EffectiveLimits& limits,
+                                                     const model::ExecuteRequest& base, model::ApiError* error,
+                                                     isolation::Spec* spec_out);
+
+  const service::Service& svc_;
+  SessionOptions opt_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::shared_ptr<Entry>> sessions_;
+  int64_t reserved_memory_ = 0;
+  size_t reserved_count_ = 0;  // live and being created
+  uint64_t created_ = 0;
+  std::map<std::string, uint64_t> ended_;
+  bool stop_ = false;
+  std::thread expiry_;
+};
+
+}  // namespace airlock::session
