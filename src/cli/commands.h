@@ -47,6 +47,15 @@ struct ServeFlags {
   int64_t pool_size = 4;         // warm runs kept ready per profile; 0: warm path off
   int64_t pool_recycle = 5000;   // runs after which a zygote is replaced; 0: never
   double pool_recycle_s = 600;   // seconds after which a zygote is replaced; 0: never
+  // Sessions (docs/api.md, "Sessions").
+  int64_t max_sessions = 32;
+  std::string session_memory = "8G";   // sum of live sessions' memory limits
+  double session_idle_timeout_s = 600;
+  double session_max_idle_timeout_s = 3600;
+  double session_ttl_s = 3600;
+  double session_max_ttl_s = 86400;
+  double session_interrupt_grace_s = 2;
+  std::string max_file = "32M";        // one session file upload or download
 };
 
 int ServeCommand(const ServeFlags& flags);

@@ -75,6 +75,26 @@ int main(int argc, char** argv) {
                         "Seconds after which a zygote is replaced (0: never); its runs share its memory layout")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
 
+  serve_cmd->add_option("--max-sessions", serve.max_sessions, "Live sessions at once (then 429)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  serve_cmd->add_option("--session-memory", serve.session_memory,
+                        "Sum of the live sessions' memory limits (then 429)")->capture_default_str();
+  serve_cmd->add_option("--session-idle-timeout", serve.session_idle_timeout_s,
+                        "Seconds a session may sit idle (default; a request may ask for up to the max)")
+      ->capture_default_str()->check(CLI::Range(1.0, 366.0 * 86400));
+  serve_cmd->add_option("--session-max-idle-timeout", serve.session_max_idle_timeout_s,
+                        "Largest idle_timeout a session may ask for")
+      ->capture_default_str()->check(CLI::Range(1.0, 366.0 * 86400));
+  serve_cmd->add_option("--session-ttl", serve.session_ttl_s, "Seconds a session lives at most (default)")
+      ->capture_default_str()->check(CLI::Range(1.0, 366.0 * 86400));
+  serve_cmd->add_option("--session-max-ttl", serve.session_max_ttl_s, "Largest ttl a session may ask for")
+      ->capture_default_str()->check(CLI::Range(1.0, 366.0 * 86400));
+  serve_cmd->add_option("--session-interrupt-grace", serve.session_interrupt_grace_s,
+                        "Seconds a timed-out call has to stop after its KeyboardInterrupt before its session is killed")
+      ->capture_default_str()->check(CLI::Range(0.1, 600.0));
+  serve_cmd->add_option("--max-file", serve.max_file, "Largest session file upload or download (then 413)")
+      ->capture_default_str();
+
   airlock::cli::McpFlags mcp;
   CLI::App* mcp_cmd = app.add_subcommand("mcp", "Serve MCP over stdio (for an agent host; docs/agents.md)");
   mcp_cmd->add_option("--profiles", mcp.profiles_dir, "Directory of profile YAML files");

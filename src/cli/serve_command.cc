@@ -91,6 +91,25 @@ int ServeCommand(const ServeFlags& flags) {
     return 2;
   }
   options.max_code_bytes = static_cast<size_t>(max_code);
+  options.sessions.max_sessions = static_cast<size_t>(flags.max_sessions);
+  int64_t session_memory = ParseSize(flags.session_memory);
+  if (session_memory < 0) {
+    std::cerr << "airlock: --session-memory '" << flags.session_memory << "' is not a size (e.g. 8G)\n";
+    return 2;
+  }
+  options.sessions.max_memory_bytes = session_memory;
+  options.sessions.idle_timeout_s = flags.session_idle_timeout_s;
+  options.sessions.max_idle_timeout_s = std::max(flags.session_max_idle_timeout_s, flags.session_idle_timeout_s);
+  options.sessions.ttl_s = flags.session_ttl_s;
+  options.sessions.max_ttl_s = std::max(flags.session_max_ttl_s, flags.session_ttl_s);
+  options.sessions.interrupt_grace_s = flags.session_interrupt_grace_s;
+  int64_t max_file = ParseSize(flags.max_file);
+  if (max_file < 1) {
+    std::cerr << "airlock: --max-file '" << flags.max_file << "' is not a size (e.g. 32M)\n";
+    return 2;
+  }
+  options.max_file_bytes = max_file;
+  options.session_threads = std::clamp<size_t>(options.sessions.max_sessions, 4, 64);
 
   isolation::HostOptions host_options;
   if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {

@@ -18,6 +18,9 @@ namespace {
 
 constexpr int kStatsIntervalMs = 100;
 
+// As exec::Execution's: output this far past the cap ends the writer.
+int64_t OutputKillThreshold(int64_t cap) { return std::max<int64_t>(int64_t{16} << 20, 8 * cap); }
+
 std::string Seconds(double s) {
   char buf[32];
   snprintf(buf, sizeof buf, "%g", s);
@@ -172,9 +175,12 @@ CallOutcome LiveSession::Call(std::string_view request, int64_t call, const Call
   in_call_ = true;
   DrainStale();
 
+  // The session is killed (SIGKILL to every process of it) and the call says why.
   auto end_session = [&](exec::KillReason reason, const std::string& detail) {
-    if (r.kill_reason == exec::KillReason::kNone) r.kill_reason = reason;
-    if (r.kill_detail.empty()) r.kill_detail = detail;
+    if (r.kill_reason == exec::KillReason::kNone || r.kill_reason == exec::KillReason::kTimeout) r.kill_reason = reason;
+    if (r.kill_detail.empty() || reason != exec::KillReason::kTimeout) r.kill_detail = detail;
+    r.signal = SIGKILL;
+    r.exit_code = 128 + SIGKILL;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (kill_reason_.empty()) kill_reason_ = detail;
@@ -242,6 +248,17 @@ CallOutcome LiveSession::Call(std::string_view request, int64_t call, const Call
     if (n <= 0) continue;
     if (fds[0].revents) out_open = ReadStream(fds[0].fd, exec::Stream::kStdout, options.output_cap, &r.out, options.on_output);
     if (fds[1].revents) err_open = ReadStream(fds[1].fd, exec::Stream::kStderr, options.output_cap, &r.err, options.on_output);
+    // As for a one-shot run: output past the cap is dropped, and a program
+    // that keeps writing far past it is stopped (here: its session).
+    for (const exec::StreamCapture* c : {&r.out, &r.err}) {
+      if (static_cast<int64_t>(c->total_bytes) - options.output_cap > OutputKillThreshold(options.output_cap)) {
+        end_session(exec::KillReason::kOutput, std::string("output: ") + (c == &r.out ? "stdout" : "stderr") +
+                                                   " kept writing far past its cap of " +
+                                                   std::to_string(options.output_cap) + " bytes");
+        break;
+      }
+    }
+    if (!o.alive) break;
     if (fds[2].revents) {
       chan_open = o.channel.ReadFrom(fds[2].fd);
       if (o.channel.overflowed()) {

@@ -16,6 +16,11 @@ each module once per mode):
         gets a fresh sandbox and a fresh python3;
   warm  the default pool: after /readyz answers 200, start() also waits until every pool
         listed in the /readyz body has a ready run, so runs really take the warm path.
+  session  the default pool, and every execute() of a test goes through a session instead:
+        a fresh session of the request's profile, a first call (`pass`), then the test's
+        code as the session's second call (the session is deleted after). Security tests
+        run so (CMakeLists.txt lists which modules) show that a session's later calls are
+        held exactly as a one-shot run; `isolation.mode` is "session".
   unset whatever the binary does by default; a response without `isolation.mode` is
         tolerated then.
 Tests assert the path a run took with `assert_mode(test, body)` (or compare
@@ -35,7 +40,7 @@ import time
 import unittest
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODES = ("cold", "warm")
+MODES = ("cold", "warm", "session")
 
 
 def timeout_scale():
@@ -69,7 +74,7 @@ def binary():
 
 
 def expected_mode():
-    """'cold' or 'warm' as $AIRLOCK_E2E_MODE says; None when it is unset."""
+    """'cold', 'warm' or 'session' as $AIRLOCK_E2E_MODE says; None when it is unset."""
     mode = os.environ.get("AIRLOCK_E2E_MODE") or None
     if mode is not None and mode not in MODES:
         raise AssertionError(f"AIRLOCK_E2E_MODE={mode!r}: expected one of {MODES}")
@@ -107,6 +112,26 @@ def assert_mode(test, body):
         test.fail(f"AIRLOCK_E2E_MODE={mode} but the response has no isolation.mode (a binary without the "
                   f"warm path?); isolation: {body.get('isolation')}")
     test.assertEqual(actual, mode, f"the run took the {actual!r} path; isolation: {body.get('isolation')}")
+
+
+def v1_to_compat(body):
+    """A /v1 response in the fips /execute shape (what a compat test expects)."""
+    err = body.get("error")
+    if err:
+        error = f"{err['name']}: {err['value']}" if err.get("value") else err["name"]
+    elif body.get("kill_reason"):
+        error = f"Killed ({body['kill_reason']}): {body.get('kill_detail', '')}"
+    else:
+        error = None
+    stderr = body["stderr"]
+    if body.get("timed_out"):
+        if stderr and not stderr.endswith("\n"):
+            stderr += "\n"
+        stderr += "Execution timed out"
+    return {"stdout": body["stdout"], "stderr": stderr,
+            "exit_code": -body["signal"] if body.get("signal") else body["exit_code"],
+            "timed_out": body["timed_out"], "result": body.get("result"), "error": error,
+            "isolation": body.get("isolation", {})}
 
 
 def metric_value(text, name, **labels):
@@ -339,11 +364,47 @@ class AirlockServer:
         return status, hdrs, data
 
     def execute(self, code, path="/execute", **fields):
-        """POST {code, **fields}; returns (status, parsed JSON body)."""
+        """POST {code, **fields}; returns (status, parsed JSON body). In session mode (module
+        docstring) the code runs as the second call of a fresh session instead."""
+        if expected_mode() == "session" and path in ("/execute", "/v1/execute"):
+            return self.execute_in_session(code, compat=path == "/execute", **fields)
         payload = {"code": code}
         payload.update(fields)
         status, _, data = self.post_json(path, payload)
         return status, json.loads(data)
+
+    def execute_in_session(self, code, compat=False, timeout=None, **fields):
+        """Runs `code` as the second call of a new session made with `fields` (profile,
+        limits); returns (status, body) of that call, in the /execute shape when `compat`."""
+        create = {k: v for k, v in fields.items() if k in ("profile", "limits", "language")}
+        deadline = time.monotonic() + scaled(60)
+        while True:
+            status, _, data = self.post_json("/v1/sessions", create)
+            if status != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # no warm run ready yet
+        if status != 201:
+            return status, json.loads(data)
+        sid = json.loads(data)["id"]
+        try:
+            status, _, data = self.post_json(f"/v1/sessions/{sid}/execute", {"code": "pass"})
+            if status != 200:
+                raise AssertionError(f"the first call of a session failed: {status} {data!r}")
+            call = {"code": code}
+            if timeout is not None:
+                call["timeout"] = timeout
+            status, _, data = self.post_json(f"/v1/sessions/{sid}/execute", call,
+                                             timeout=60 + (timeout or 10) * 2)
+            body = json.loads(data)
+            if status == 200 and compat:
+                body = v1_to_compat(body)
+            elif status == 400 and compat and isinstance(body.get("violations"), list):
+                # The fips shape of a rejection: one "Line N: message" string each.
+                body["violations"] = [f"Line {v['line']}: {v['message']}" if isinstance(v, dict) else v
+                                      for v in body["violations"]]
+            return status, body
+        finally:
+            self.request("DELETE", f"/v1/sessions/{sid}")
 
     def audit_records(self):
         if not os.path.exists(self.audit_path):

@@ -1,0 +1,474 @@
+"""Sessions (issue 10, docs/api.md "Sessions"): live sandboxed interpreters over real HTTP.
+
+Each test drives a real `airlock serve` (warm pool on: a session is a warm run) and asserts from
+the host side what a user relies on: state kept across calls, timeouts that interrupt and leave
+the session alive, a dead session answering 410 with why, one call at a time (409), caps (429),
+ownership by token (404 to anyone else), isolation between concurrent sessions, and nothing left
+behind (processes, cgroups) after delete, idle expiry, TTL, a thousand sessions, or SIGTERM.
+
+The kernel-attack and escape-vector modules also run in AIRLOCK_E2E_MODE=session (each attack as
+the second call of a session): see CMakeLists.txt.
+"""
+
+import json
+import os
+import re
+import secrets
+import tempfile
+import threading
+import time
+import unittest
+
+from airlock_server import AirlockServer, descendants, host_processes, metric_value, scaled
+
+PROFILE = "general"  # no import allowlist: only the kernel layers stand in the way
+
+server = None
+
+
+def setUpModule():
+    global server
+    server = AirlockServer(extra_args=["--session-interrupt-grace", "1"]).start()
+    server.wait_pools_ready()
+
+
+def tearDownModule():
+    if server:
+        server.cleanup()
+
+
+def run_cgroups(pid):
+    """Names of the run cgroups (warm-PID-N, run-PID-N) of the server with pid `pid` on this host."""
+    pattern = re.compile(rf"^(warm|run)-{pid}-\d+$")
+    names = set()
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        if root.count("/") > 8:
+            dirs[:] = []
+            continue
+        for d in dirs:
+            if pattern.match(d):
+                names.add(d)
+    return names
+
+
+def with_token(token):
+    """Host pids whose command line holds `token` (a `sleep TOKEN` a session started)."""
+    return [p for p, i in host_processes().items() if token.encode() in i["cmdline"]]
+
+
+def wait_gone(token, seconds=5):
+    """Waits (bounded) until no host process has `token`; returns those left."""
+    deadline = time.monotonic() + scaled(seconds)
+    left = with_token(token)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = with_token(token)
+    return left
+
+
+class SessionClient:
+    """A little client over AirlockServer's HTTP helpers."""
+
+    def __init__(self, srv, token=None):
+        self.srv = srv
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def create(self, expect=201, **fields):
+        deadline = time.monotonic() + scaled(60)
+        while True:
+            status, headers, data = self.srv.post_json("/v1/sessions", fields, headers=self.headers)
+            if status != 503 or expect == 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # no warm run ready yet
+        body = json.loads(data)
+        if expect is not None:
+            assert status == expect, (status, body)
+        return status, headers, body
+
+    def execute(self, sid, code, timeout=None, http_timeout=120):
+        payload = {"code": code}
+        if timeout is not None:
+            payload["timeout"] = timeout
+        status, headers, data = self.srv.post_json(f"/v1/sessions/{sid}/execute", payload, headers=self.headers,
+                                                   timeout=http_timeout)
+        return status, json.loads(data) if data else None
+
+    def get(self, path):
+        status, headers, data = self.srv.request("GET", path, headers=self.headers)
+        return status, json.loads(data) if data else None
+
+    def delete(self, sid):
+        status, _, data = self.srv.request("DELETE", f"/v1/sessions/{sid}", headers=self.headers)
+        return status, json.loads(data) if data else None
+
+
+class TestSessions(unittest.TestCase):
+    def setUp(self):
+        self.c = SessionClient(server)
+        self.made = []
+
+    def tearDown(self):
+        for sid in self.made:
+            self.c.delete(sid)
+
+    def new(self, **fields):
+        fields.setdefault("profile", PROFILE)
+        _, headers, body = self.c.create(**fields)
+        self.made.append(body["id"])
+        return body
+
+    def run_ok(self, sid, code, **kw):
+        status, body = self.c.execute(sid, code, **kw)
+        self.assertEqual(status, 200, body)
+        return body
+
+    def test_create_answers_what_a_client_needs(self):
+        status, headers, body = self.c.create(profile=PROFILE, idle_timeout=120, ttl=600)
+        self.made.append(body["id"])
+        self.assertRegex(body["id"], r"^s1-[0-9a-f]{8}-[0-9a-f]{32}$")
+        self.assertEqual(body["profile"], PROFILE)
+        self.assertEqual(body["idle_timeout"], 120)
+        self.assertEqual(body["ttl"], 600)
+        self.assertEqual(body["state"], "idle")
+        self.assertEqual(body["execution_count"], 0)
+        self.assertEqual(body["isolation"]["mode"], "session")
+        for layer in ("seccomp", "landlock", "pid_namespace", "user_namespace", "network_namespace"):
+            self.assertTrue(body["isolation"][layer]["enforced"], layer)
+        self.assertEqual(headers.get("location"), "/v1/sessions/" + body["id"])
+        self.assertTrue(body["created_at"].endswith("Z") and body["expires_at"] > body["created_at"])
+        # Listed, readable, then gone after DELETE (404, with a code clients can act on).
+        status, listing = self.c.get("/v1/sessions")
+        self.assertIn(body["id"], [s["id"] for s in listing["sessions"]])
+        status, one = self.c.get("/v1/sessions/" + body["id"])
+        self.assertEqual((status, one["id"]), (200, body["id"]))
+        self.assertEqual(self.c.delete(body["id"])[0], 204)
+        status, gone = self.c.get("/v1/sessions/" + body["id"])
+        self.assertEqual(status, 404)
+        self.assertEqual(gone["code"], "session_not_found")
+
+    def test_state_is_kept_across_fifty_calls(self):
+        sid = self.new()["id"]
+        self.run_ok(sid, "x = 0\nimport math\nopen('notes.txt', 'w').write('kept')\nfh = open('notes.txt')")
+        for i in range(1, 51):
+            body = self.run_ok(sid, "x = x + 1\nx")
+            self.assertEqual(body["result"], str(i))
+            self.assertEqual(body["execution_count"], i + 1)
+            self.assertTrue(body["session"]["alive"])
+        body = self.run_ok(sid, "print(x, math.pi > 3, fh.read(), __import__('os').getcwd())")
+        self.assertEqual(body["stdout"], "50 True kept /tmp\n")
+        self.assertEqual(body["isolation"]["mode"], "session")
+
+    def test_errors_do_not_end_the_session(self):
+        sid = self.new()["id"]
+        body = self.run_ok(sid, "y = 7\n1/0")
+        self.assertEqual(body["error"]["name"], "ZeroDivisionError")
+        self.assertEqual(body["exit_code"], 1)
+        body = self.run_ok(sid, "import sys\nsys.exit(3)")
+        self.assertEqual(body["exit_code"], 3)
+        self.assertTrue(body["session"]["alive"])
+        self.assertEqual(self.run_ok(sid, "y")["result"], "7")
+
+    def test_policy_applies_to_every_call(self):
+        sid = self.new(profile="minimal")["id"]
+        self.run_ok(sid, "a = 1")
+        status, body = self.c.execute(sid, "import os\nos.system('id')")
+        self.assertEqual(status, 400, body)
+        self.assertIn("import-not-allowed", [v["rule"] for v in body["violations"]])
+        # Rejected calls do not run: the session is as it was.
+        self.assertEqual(self.run_ok(sid, "a")["result"], "1")
+
+    def test_timeout_interrupts_the_call_and_the_session_lives(self):
+        sid = self.new()["id"]
+        self.run_ok(sid, "import time\nkept = 'yes'")
+        start = time.monotonic()
+        body = self.run_ok(sid, "n = 0\nwhile True:\n    n += 1", timeout=1)
+        self.assertLess(time.monotonic() - start, scaled(10))
+        self.assertEqual(body["kill_reason"], "timeout")
+        self.assertTrue(body["timed_out"])
+        self.assertEqual(body["error"]["name"], "KeyboardInterrupt")
+        self.assertEqual(body["session"], {"id": sid, "alive": True, "interrupted": True})
+        self.assertIn("the session lives on", body["kill_detail"])
+        # A sleeping call is woken too.
+        body = self.run_ok(sid, "time.sleep(30)", timeout=1)
+        self.assertTrue(body["session"]["interrupted"])
+        self.assertLess(body["duration_ms"], 5000)
+        self.assertEqual(self.run_ok(sid, "print(kept, n > 0)")["stdout"], "yes True\n")
+
+    def test_a_call_that_ignores_the_interrupt_ends_its_session(self):
+        sid = self.new()["id"]
+        token = f"4545{secrets.randbelow(10 ** 6)}"
+        self.run_ok(sid, f"import subprocess\nsubprocess.Popen(['/bin/sleep', '{token}'])")
+        self.assertTrue(with_token(token))
+        body = self.run_ok(sid, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass",
+                           timeout=1)
+        self.assertEqual(body["kill_reason"], "timeout")
+        self.assertFalse(body["session"]["alive"])
+        self.assertIn("did not stop within", body["session"]["end_reason"])
+        status, gone = self.c.execute(sid, "print(1)")
+        self.assertEqual(status, 410, gone)
+        self.assertEqual(gone["code"], "session_ended")
+        self.assertIn("did not stop within", gone["error"])
+        status, view = self.c.get("/v1/sessions/" + sid)
+        self.assertEqual((status, view["state"]), (200, "dead"))
+        self.assertNotIn(sid, [s["id"] for s in self.c.get("/v1/sessions")[1]["sessions"]])
+        self.assertEqual(wait_gone(token), [])
+
+    def test_one_call_at_a_time(self):
+        sid = self.new()["id"]
+        results = {}
+
+        def slow():
+            results["slow"] = self.c.execute(sid, "import time\ntime.sleep(2)\nprint('slept')", timeout=10)
+
+        t = threading.Thread(target=slow)
+        t.start()
+        deadline = time.monotonic() + scaled(10)
+        while self.c.get("/v1/sessions/" + sid)[1]["state"] != "busy" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status, body = self.c.execute(sid, "print('second')")
+        t.join()
+        self.assertEqual(status, 409, body)
+        self.assertEqual(body["code"], "session_busy")
+        self.assertEqual(results["slow"][0], 200)
+        self.assertEqual(results["slow"][1]["stdout"], "slept\n")
+        self.assertEqual(self.run_ok(sid, "print('after')")["stdout"], "after\n")
+
+    def test_memory_exhaustion_ends_the_session_with_410(self):
+        sid = self.new(limits={"memory": "128Mi"})["id"]
+        body = self.run_ok(sid, "x = []\nwhile True:\n    x.append(bytearray(1 << 20))", timeout=30)
+        self.assertEqual(body["kill_reason"], "memory", body)
+        self.assertFalse(body["session"]["alive"])
+        status, gone = self.c.execute(sid, "print(1)")
+        self.assertEqual(status, 410)
+        self.assertIn("memory", gone["error"])
+        text = server.metrics()
+        self.assertGreaterEqual(metric_value(text, "airlock_sessions_ended_total", reason="memory"), 1)
+
+    def test_restart_gives_a_fresh_interpreter_under_the_same_id(self):
+        sid = self.new()["id"]
+        self.run_ok(sid, "z = 5\nopen('f.txt', 'w').write('x')")
+        status, _, data = server.post_json(f"/v1/sessions/{sid}/restart", {})
+        body = json.loads(data)
+        self.assertEqual((status, body["id"], body["execution_count"]), (200, sid, 0), body)
+        out = self.run_ok(sid, "import os\nprint('z' in globals(), os.path.exists('f.txt'))")
+        self.assertEqual(out["stdout"], "False False\n")
+        self.assertEqual(out["execution_count"], 1)
+
+    def test_unknown_and_malformed_ids_are_404(self):
+        for sid in ("s1-00000000-" + "0" * 32, "nope", "s1-zz-" + "1" * 32, "../../etc"):
+            status, body = self.c.execute(sid, "print(1)")
+            self.assertEqual(status, 404, (sid, body))
+            self.assertEqual(body["code"], "session_not_found")
+        self.assertEqual(self.c.delete("s1-00000000-" + "0" * 32)[0], 404)
+        _, _, body = self.c.create(expect=422, profile="no-such-profile")
+        self.assertEqual(body["field"], "profile")
+        _, _, body = self.c.create(expect=422, idle_timeout=-1)
+        self.assertEqual(body["field"], "idle_timeout")
+        status, _, data = server.post_json("/v1/sessions/s1-00000000-" + "0" * 32 + "/execute",
+                                           {"code": "1", "profile": "general"})
+        self.assertIn(status, (404, 422))
+
+    def test_sessions_cannot_reach_each_other(self):
+        a = self.new()["id"]
+        b = self.new()["id"]
+        token = secrets.token_hex(8)
+        self.run_ok(a, f"open('/tmp/secret.txt', 'w').write('{token}')\n"
+                       "import subprocess, os\n"
+                       f"p = subprocess.Popen(['/bin/sleep', '600{token[:4]}'])\n"
+                       "print(os.getpid(), p.pid)")
+        # Concurrently: a is busy while b looks for it.
+        results = {}
+
+        def busy_a():
+            results["a"] = self.c.execute(a, "import time\ntime.sleep(2)\nprint(open('/tmp/secret.txt').read())",
+                                          timeout=10)
+
+        t = threading.Thread(target=busy_a)
+        t.start()
+        code = ("import os, signal, glob\n"
+                "print('FILES', sorted(os.listdir('/tmp')))\n"
+                "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+                "print('PIDS', pids)\n"
+                "hits = []\n"
+                "for path in glob.glob('/proc/*/root/tmp/secret.txt') + glob.glob('/proc/*/cwd/secret.txt'):\n"
+                "    try:\n"
+                "        hits.append(open(path).read())\n"
+                "    except OSError:\n"
+                "        pass\n"
+                "print('HITS', hits)\n"
+                "sent = []\n"
+                "for pid in range(2, 400):\n"
+                "    if os.path.exists(f'/proc/self/task/{pid}'):\n"
+                "        continue  # a thread of its own: kill() would end itself\n"
+                "    try:\n"
+                "        os.kill(pid, signal.SIGKILL)\n"
+                "        sent.append(pid)\n"
+                "    except OSError:\n"
+                "        pass\n"
+                "print('SENT', sent)\n")
+        body = self.run_ok(b, code, timeout=20)
+        t.join()
+        out = body["stdout"]
+        self.assertNotIn(token, out)
+        self.assertIn("HITS []", out)
+        self.assertNotIn("secret.txt", out.split("FILES", 1)[1].split("\n")[0])
+        self.assertIn("SENT []", out)
+        status, a_body = results["a"]
+        self.assertEqual(status, 200)
+        self.assertEqual(a_body["stdout"], token + "\n")  # a lived through b's attempts
+        self.assertTrue(a_body["session"]["alive"])
+
+    def test_delete_ends_every_process_of_the_session_at_once(self):
+        sid = self.new()["id"]
+        token = f"4343{secrets.randbelow(10 ** 6)}"
+        self.run_ok(sid, "import subprocess\n"
+                         f"subprocess.Popen(['/bin/sleep', '{token}'], start_new_session=True)\n"
+                         f"subprocess.Popen(['/bin/sleep', '{token}'])")
+        self.assertTrue(with_token(token), "the session's children should be running between calls")
+        status, _ = self.c.delete(sid)
+        self.made.remove(sid)
+        self.assertEqual(status, 204)
+        # DELETE answers once they are killed; reaping follows at once.
+        self.assertEqual(wait_gone(token), [])
+
+    def test_a_thousand_sessions_leave_nothing_behind(self):
+        count = int(os.environ.get("AIRLOCK_SESSION_CHURN", "1000"))
+        server.wait_pools_ready()
+        cgroups_before = run_cgroups(server.proc.pid)
+        procs_before = len(descendants(server.proc.pid))
+        start = time.monotonic()
+        for i in range(count):
+            _, _, body = self.c.create(profile="minimal")
+            if i % 100 == 0:
+                self.assertEqual(self.run_ok(body["id"], "41 + 1")["result"], "42")
+            self.assertEqual(self.c.delete(body["id"])[0], 204)
+        elapsed = time.monotonic() - start
+        print(f"\n[ host    ] {count} sessions created and deleted in {elapsed:.1f} s", flush=True)
+        server.wait_pools_ready()
+        deadline = time.monotonic() + scaled(30)
+        while time.monotonic() < deadline:
+            extra_cgroups = run_cgroups(server.proc.pid) - cgroups_before
+            extra_procs = len(descendants(server.proc.pid)) - procs_before
+            if len(extra_cgroups) <= 0 and extra_procs <= 0:
+                break
+            time.sleep(0.2)
+        # The pool's ready runs come and go; what must not grow is the count.
+        self.assertLessEqual(len(run_cgroups(server.proc.pid)), len(cgroups_before))
+        self.assertLessEqual(len(descendants(server.proc.pid)), procs_before)
+        text = server.metrics()
+        self.assertEqual(metric_value(text, "airlock_sessions_live"), 0)
+        self.assertEqual(metric_value(text, "airlock_cgroups_leaked"), 0)
+
+
+class TestLimitsAndLifetimes(unittest.TestCase):
+    """A server of its own: two sessions at most, short idle timeout and TTL."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = AirlockServer(extra_args=["--max-sessions", "2", "--session-idle-timeout", "2",
+                                            "--session-ttl", "5", "--session-max-ttl", "6"]).start()
+        cls.srv.wait_pools_ready(profiles=["minimal", "general"])
+        cls.c = SessionClient(cls.srv)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.cleanup()
+
+    def setUp(self):
+        # Each test starts with no session (the cap is 2).
+        for s in self.c.get("/v1/sessions")[1]["sessions"]:
+            self.c.delete(s["id"])
+
+    def test_the_cap_answers_429_with_retry_after(self):
+        a = self.c.create(profile="minimal")[2]["id"]
+        b = self.c.create(profile="minimal")[2]["id"]
+        status, headers, body = self.c.create(expect=429, profile="minimal")
+        self.assertIn("too many sessions", body["error"])
+        self.assertIn("retry-after", headers)
+        # One-shot runs are not held up by the sessions.
+        status, body = self.srv.execute("print(6 * 7)", path="/v1/execute", profile="minimal")
+        self.assertEqual((status, body["stdout"]), (200, "42\n"))
+        self.c.delete(a)
+        self.c.delete(b)
+        status, _, c = self.c.create(profile="minimal")
+        self.assertEqual(status, 201)
+        self.c.delete(c["id"])
+        _, _, body = self.c.create(expect=422, profile="minimal", ttl=3600)
+        self.assertEqual(body["field"], "ttl")
+
+    def test_idle_sessions_expire_and_free_everything(self):
+        sid = self.c.create(profile="general", idle_timeout=1)[2]["id"]
+        token = f"4646{secrets.randbelow(10 ** 6)}"
+        self.assertEqual(self.c.execute(sid, f"import subprocess\nsubprocess.Popen(['/bin/sleep', '{token}'])")[0], 200)
+        self.assertTrue(with_token(token))
+        deadline = time.monotonic() + scaled(10)
+        status = 200
+        while time.monotonic() < deadline and status == 200:
+            time.sleep(0.25)
+            status, _ = self.c.get("/v1/sessions/" + sid)
+        self.assertEqual(status, 404)
+        self.assertEqual(self.c.execute(sid, "x")[0], 404)
+        self.assertEqual(wait_gone(token), [])
+        self.assertGreaterEqual(metric_value(self.srv.metrics(), "airlock_sessions_ended_total", reason="idle"), 1)
+
+    def test_ttl_ends_even_a_busy_session(self):
+        sid = self.c.create(profile="general", ttl=2, idle_timeout=60)[2]["id"]
+        start = time.monotonic()
+        status, body = self.c.execute(sid, "import time\ntime.sleep(8)", timeout=9)
+        self.assertEqual(status, 200, body)
+        self.assertLess(time.monotonic() - start, scaled(7))
+        self.assertFalse(body["session"]["alive"])
+        self.assertIn("ttl", body["session"]["end_reason"])
+        self.assertEqual(self.c.get("/v1/sessions/" + sid)[0], 404)
+
+
+class TestOwnership(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.alice, cls.bob = secrets.token_hex(16), secrets.token_hex(16)
+        path = os.path.join(cls.tmp.name, "tokens")
+        with open(path, "w") as f:
+            f.write(f"alice:{cls.alice}\nbob:{cls.bob}\n")
+        cls.srv = AirlockServer(extra_args=["--tokens-file", path]).start()
+        cls.srv.wait_pools_ready(profiles=["minimal"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.cleanup()
+        cls.tmp.cleanup()
+
+    def test_another_token_never_sees_the_session(self):
+        alice, bob = SessionClient(self.srv, self.alice), SessionClient(self.srv, self.bob)
+        sid = alice.create(profile="minimal")[2]["id"]
+        self.assertEqual(alice.execute(sid, "secret = 'alice'")[0], 200)
+        for status, body in (bob.execute(sid, "print(secret)"), bob.get("/v1/sessions/" + sid),
+                             bob.delete(sid)):
+            self.assertEqual(status, 404, body)
+            self.assertEqual(body["code"], "session_not_found")
+        self.assertEqual(bob.get("/v1/sessions")[1]["sessions"], [])
+        self.assertEqual(SessionClient(self.srv).get("/v1/sessions")[0], 401)
+        self.assertEqual(alice.execute(sid, "secret")[1]["result"], "'alice'")
+        self.assertEqual(alice.delete(sid)[0], 204)
+
+
+class TestShutdown(unittest.TestCase):
+    def test_sigterm_closes_every_session(self):
+        srv = AirlockServer(extra_args=["--drain-grace", "1"]).start()
+        try:
+            srv.wait_pools_ready(profiles=["minimal"])
+            c = SessionClient(srv)
+            token = f"4444{secrets.randbelow(10 ** 6)}"
+            for _ in range(2):
+                sid = c.create(profile="general")[2]["id"]
+                c.execute(sid, f"import subprocess\nsubprocess.Popen(['/bin/sleep', '{token}'])")
+            self.assertTrue(with_token(token))
+            self.assertEqual(srv.stop(), 0)
+            self.assertEqual(wait_gone(token), [])
+            self.assertEqual(run_cgroups(srv.proc.pid), set())
+        finally:
+            srv.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()
