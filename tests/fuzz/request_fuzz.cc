@@ -13,6 +13,7 @@
 #include "model/execute.h"
 #include "model/mcp.h"
 #include "model/runner_protocol.h"
+#include "model/session.h"
 
 namespace {
 
@@ -40,6 +41,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(!error.message.empty());
     Check(error.kind == ErrorKind::kUnprocessable || error.kind == ErrorKind::kPayloadTooLarge);
     Check(IsValidUtf8(ErrorToJson(error, "req_fuzz")));
+  }
+
+  // 1b. The same bytes as a session's create and call bodies.
+  SessionCreateRequest create;
+  if (ParseSessionCreateRequest(input, caps, &create, &error)) {
+    Check(!create.idle_timeout_s || (*create.idle_timeout_s > 0 && *create.idle_timeout_s <= 366.0 * 86400));
+    Check(!create.ttl_s || (*create.ttl_s > 0 && *create.ttl_s <= 366.0 * 86400));
+    Check(!create.base.limits.cpu_time);
+  } else {
+    Check(!error.message.empty());
+    Check(IsValidUtf8(ErrorToJson(error, "req_fuzz")));
+  }
+  ExecuteRequest call;
+  if (ParseSessionExecuteRequest(input, caps, &call, &error)) {
+    Check(IsValidUtf8(call.code) && call.code.size() <= caps.max_code_bytes);
+    Check(!call.profile);
   }
 
   // 2. The same bytes as a result channel (whole, and cut off) and as run output.
