@@ -27,10 +27,11 @@ Sessions (the warm path only): the first request has "session": true (its code i
 run then keeps its interpreter, its __main__ namespace, its import hook and its working directory,
 and takes calls on the control socket (the fd warm_main was given): b"C" + an 8-byte little-endian
 length + a config JSON like the first (code inline, "call": n) runs one cell, whose events end with
-{"type":"end",...,"call":n} (stdout and stderr flushed before it); b"I" interrupts the cell under
-way (SIGINT to the main thread: KeyboardInterrupt; ignored between cells). End of file on the
-control socket ends the session (os._exit). The server reads a call's output until that end event
-and owns every timeout: a cell that ignores the interrupt is killed with its session.
+{"type":"end",...,"call":n} (stdout and stderr flushed before it). The server interrupts a cell
+with SIGINT to this process (KeyboardInterrupt in the cell; ignored between cells and in the
+runner's own code). End of file on the control socket ends the session (os._exit). The server
+reads a call's output until that end event and owns every timeout: a cell that ignores the
+interrupt is killed with its session.
 
 In a warm pool (DESIGN §3) the server's zygote embeds CPython, loads this file as a module, calls
 zygote_preimport() once, and in each forked run (after every kernel layer is in force) calls
@@ -1214,17 +1215,11 @@ class _Session:
     """A warm run that keeps its interpreter and takes one call at a time (module docstring)."""
 
     def __init__(self, raw, control):
-        import queue
         import signal
-        import threading
 
         self._signal = signal
-        self._threading = threading
         self._control = control
-        self._calls = queue.Queue()
-        self._lock = threading.Lock()
-        self._busy = False          # a cell of a call is running (the reader may interrupt it)
-        self._in_user_code = False  # the main thread is in the cell itself (the handler raises)
+        self._in_user_code = False  # the main thread is in a cell (the SIGINT handler raises)
         self.main_module = types.ModuleType("__main__")
         self.guard = None           # the import hook, installed by the first call
         self.depth_granted = False
@@ -1232,27 +1227,33 @@ class _Session:
         self._raw = raw
 
     def serve(self):
-        channel = None
         try:
             config = Config(self._raw)
-            channel = ResultChannel(config.result_fd)
+            self._channel = ResultChannel(config.result_fd)
             _reseed_after_fork(config.seed)
+            self._signal.signal(self._signal.SIGINT, self._on_sigint)
         except BaseException as e:  # noqa: B902 - a session that cannot start says why and ends
             sys.stderr.write(f"airlock: session setup failed: {_safe_str(e)}\n")
             sys.stderr.flush()
             return EXIT_RUNNER_FAILURE
-        self._channel = channel
-        self._signal.signal(self._signal.SIGINT, self._on_sigint)
-        reader = self._threading.Thread(target=self._read_calls, name="airlock-session", daemon=True)
-        reader.start()
         while True:
-            try:
-                payload = self._calls.get()
-            except KeyboardInterrupt:  # an interrupt that came too late for its cell
-                continue
+            payload = self._next_call()
             if payload is None:
                 os._exit(0)  # the server closed the session
             self._call(payload)
+
+    def _next_call(self):
+        """The next call's payload, or None when the server is gone (or wrote nonsense)."""
+        kind = _read_exact(self._control, 1)
+        if kind != b"C":
+            return None
+        header = _read_exact(self._control, 8)
+        if header is None:
+            return None
+        size = int.from_bytes(header, "little")
+        if size > _MAX_CALL_BYTES:
+            return None
+        return _read_exact(self._control, size)
 
     def _call(self, payload):
         call = None
@@ -1266,10 +1267,7 @@ class _Session:
             self.current = runner
             runner.run()
         except BaseException as e:  # noqa: B902 - every call ends with an end event
-            if isinstance(e, KeyboardInterrupt):
-                message = "airlock: the call was interrupted outside its cell\n"
-            else:
-                message = f"airlock: runner error in a session call: {_safe_str(e)}\n"
+            message = f"airlock: runner error in a session call: {type(e).__name__}: {_safe_str(e)}\n"
             try:
                 sys.stdout.flush()
                 sys.stderr.write(message)
@@ -1285,58 +1283,22 @@ class _Session:
             self.current = None
 
     def interruptible(self, fn, *args):
-        """Runs fn(*args) (the cell) where an interrupt from the server may stop it."""
+        """Runs fn(*args) (the cell) where the server's SIGINT may stop it."""
         # User code may have replaced the handler in an earlier call: the contract is ours.
         try:
             self._signal.signal(self._signal.SIGINT, self._on_sigint)
         except Exception:
             pass
-        with self._lock:
-            self._busy = True
-            self._in_user_code = True
+        self._in_user_code = True
         try:
             return fn(*args)
         finally:
-            with self._lock:
-                self._busy = False
-                self._in_user_code = False
+            self._in_user_code = False
 
     def _on_sigint(self, signum, frame):
         if self._in_user_code:
             raise KeyboardInterrupt
         # Between cells, or in the runner's own code: a late interrupt is dropped.
-
-    def _read_calls(self):
-        # The interrupt is a process-directed SIGINT that this thread never takes, so the kernel
-        # gives it to the main thread (waking a sleep). Not pthread_kill(): the run was cloned
-        # with a raw clone(), so glibc's record of the main thread's tid is the zygote's.
-        try:
-            self._signal.pthread_sigmask(self._signal.SIG_BLOCK, {self._signal.SIGINT})
-        except Exception:
-            pass
-        while True:
-            kind = _read_exact(self._control, 1)
-            if kind == b"I":
-                with self._lock:
-                    if self._busy:
-                        try:
-                            os.kill(os.getpid(), self._signal.SIGINT)
-                        except Exception:
-                            pass
-                continue
-            if kind != b"C":
-                break
-            header = _read_exact(self._control, 8)
-            if header is None:
-                break
-            size = int.from_bytes(header, "little")
-            if size > _MAX_CALL_BYTES:
-                break
-            payload = _read_exact(self._control, size)
-            if payload is None:
-                break
-            self._calls.put(payload)
-        self._calls.put(None)
 
 
 def warm_rehearse():

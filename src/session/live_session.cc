@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,17 @@ LiveSession::LiveSession(exec::SessionHandOff handoff, const isolation::Spec& sp
     : h_(std::move(handoff)), run_(h_.run), spec_(spec), max_event_bytes_(max_event_bytes) {
   cancel_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   run_.report.mode = "session";
+  if (run_.program_pid > 0) {
+    // Opened, then checked to be init's child still: a pidfd of a recycled
+    // pid would not be (init has no other child), so the signal can only
+    // ever reach the session's own interpreter.
+    UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, run_.program_pid, 0)));
+    auto children = isolation::ChildrenOfPidfd(run_.pidfd.get());
+    if (fd && children.ok() && children->size() == 1 && children->front() == run_.program_pid) {
+      program_pidfd_ = std::move(fd);
+    }
+  }
+  if (!program_pidfd_) log::Warn("a session's interpreter could not be told: its calls cannot be interrupted");
 }
 
 LiveSession::~LiveSession() { Kill("closed"); }
@@ -158,9 +170,8 @@ bool LiveSession::SendCall(std::string_view request, int64_t call, Clock::time_p
 
 bool LiveSession::SendInterrupt() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (killed_) return false;
-  char c = 'I';
-  return ::send(h_.control.get(), &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+  if (killed_ || !program_pidfd_) return false;
+  return ::syscall(SYS_pidfd_send_signal, program_pidfd_.get(), SIGINT, nullptr, 0) == 0;
 }
 
 CallOutcome LiveSession::Call(std::string_view request, int64_t call, const CallOptions& options) {

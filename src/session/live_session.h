@@ -89,6 +89,10 @@ class LiveSession {
   size_t max_event_bytes_;
   std::mutex mu_;  // the control socket's writers (Call, Cancel) and kill state
   UniqueFd cancel_event_;  // an eventfd: Cancel() wakes Call()
+  // The session's interpreter (its init's only child), for the interrupt
+  // (SIGINT); empty when it could not be told, and then a timed-out call ends
+  // its session.
+  UniqueFd program_pidfd_;
   std::atomic<bool> in_call_{false};
   std::string cancel_detail_;
   bool killed_ = false;
