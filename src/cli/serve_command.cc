@@ -91,6 +91,13 @@ int ServeCommand(const ServeFlags& flags) {
     return 2;
   }
   options.max_code_bytes = static_cast<size_t>(max_code);
+  options.stream_keepalive_s = flags.stream_keepalive_s;
+  int64_t stream_buffer = ParseSize(flags.stream_buffer);
+  if (stream_buffer < 1024) {
+    std::cerr << "airlock: --stream-buffer '" << flags.stream_buffer << "' is not a size of at least 1K (e.g. 1M)\n";
+    return 2;
+  }
+  options.stream_queue_bytes = static_cast<size_t>(stream_buffer);
 
   isolation::HostOptions host_options;
   if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {
