@@ -851,6 +851,7 @@ void Session::EndStream(const model::ExecuteResponse& resp) {
     error_code ignored;
     self->stream_.socket().cancel(ignored);
     if (!ok) return self->Close();
+    if (self->s_.draining) self->req_.keep_alive = false;  // as Send() does
     self->OnWritten(error_code());
   });
 }
