@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import tempfile
 import time
@@ -349,6 +350,33 @@ class TestCancellation(unittest.TestCase):
         after = metric_value(server.metrics(), "airlock_executions_total", outcome="cancelled") or 0
         self.assertGreaterEqual(after, before + 1)
         self.assertIsNone(server.proc.poll())
+
+
+class TestDrainWhileStreaming(unittest.TestCase):
+    def test_sigterm_lets_a_streamed_run_finish_and_end_its_stream(self):
+        own = AirlockServer(profiles_dir=profiles_tmp.name,
+                            extra_args=["--default-profile", "general", "--drain-grace", "20"]).start()
+        try:
+            own.wait_pools_ready(profiles=["general"])
+            conn = own.connection(60)
+            conn.request("POST", "/v1/execute",
+                         body=json.dumps({"code": "import time\nprint('a')\ntime.sleep(1.5)\nprint('b')\n",
+                                          "timeout": 30}),
+                         headers={"Content-Type": "application/json", "Accept": NDJSON})
+            resp = conn.getresponse()
+            events = []
+            for _, e in ndjson_events(resp):
+                events.append(e)
+                if e["type"] == "stdout" and e["text"] == "a\n":
+                    own.proc.send_signal(signal.SIGTERM)
+            conn.close()
+            self.assertEqual(events[-1]["type"], "end_of_execution", events)
+            self.assertEqual(events[-1]["stdout"], "a\nb\n")
+            self.assertEqual(events[-1]["exit_code"], 0)
+            self.assertIsNone(events[-1]["kill_reason"])
+            self.assertEqual(own.proc.wait(scaled(30)), 0)
+        finally:
+            own.cleanup()
 
 
 class TestNegotiation(StreamCase):
