@@ -23,6 +23,7 @@
 #include <set>
 
 #include "api/error_mapping.h"
+#include "api/event_stream.h"
 #include "api/metrics.h"
 #include "api/request_gate.h"
 #include "api/session_routes.h"
@@ -30,6 +31,7 @@
 #include "base/log.h"
 #include "model/execute.h"
 #include "model/runner_protocol.h"
+#include "model/stream_events.h"
 
 namespace airlock::api {
 
@@ -199,6 +201,9 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     chan_.release();
   }
 
+  // The run's options, to adjust before Start() (the streaming output hook).
+  exec::RunOptions& plan_options() { return plan_->options; }
+
   void Start() {
     // A ready warm run is handed the code right here (no fork, no wait).
     if (auto ex = s_.svc.TryStartWarmNow(*plan_)) return OnLaunched(std::move(ex));
@@ -211,6 +216,10 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
       net::post(*self->s_.io, [self, ex = std::move(ex)]() mutable { self->OnLaunched(std::move(ex)); });
     });
   }
+
+  // Called once, on the event loop, when the run has been launched (not when
+  // the launch failed): a streamed response begins then.
+  void OnStarted(std::function<void()> fn) { on_started_ = std::move(fn); }
 
   // Kills the run (client gone, server draining); it completes as usual, with
   // kill_reason "cancelled".
@@ -246,6 +255,7 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     pid_.assign(fd_[kPid]);
     chan_.assign(fd_[kChan]);
     for (Which w : {kOut, kErr, kPid, kChan}) Wait(w);
+    if (auto started = std::move(on_started_)) started();
     Tick();
   }
 
@@ -351,6 +361,7 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
   Server::Impl& s_;
   std::unique_ptr<service::Plan> plan_;
   Done done_;
+  std::function<void()> on_started_;
   std::unique_ptr<exec::Execution> ex_;
   net::posix::stream_descriptor out_, err_, pid_, chan_;
   int fd_[4] = {-1, -1, -1, -1};
@@ -416,6 +427,10 @@ class Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<RunDriver> driver;
     bool client_gone = false;
     std::string origin;  // the Origin header ("" when absent)
+    // A streamed response (Accept on /v1/execute): its format, and the writer
+    // once the run is admitted (it begins when the run is launched).
+    model::StreamFormat stream = model::StreamFormat::kNone;
+    std::shared_ptr<EventStream> events;
   };
 
   void ReadHeader(double timeout_s) {
@@ -500,6 +515,7 @@ class Session : public std::enable_shared_from_this<Session> {
       req_.execute = true;
       req_.compat = path_ == "/execute";
       req_.route = path_;
+      if (!req_.compat) req_.stream = model::NegotiateStreamFormat(ToString(h[http::field::accept]));
     } else if (path_ == "/healthz" || path_ == "/readyz" || path_ == "/profile" || path_ == "/v1/profiles" ||
                path_ == "/metrics") {
       req_.route = path_;
@@ -527,6 +543,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRunDone(RunOutcome o);
   void OnClientGone();
   void WatchDisconnect();
+  void PrepareStream();
+  void EndStream(const model::ExecuteResponse& resp);
 
   void Audit(const std::string& verdict, int status) {
     if (!s_.audit || !s_.audit->enabled()) return;
@@ -737,6 +755,7 @@ void Session::HandleExecute() {
   std::string body = parser_->release().body();
   if (!model::ParseExecuteRequest(body, caps, &request, &error)) return FinishError(error, {});
   req_.audit.code_bytes = static_cast<int64_t>(request.code.size());
+  request.stream_output = req_.stream != model::StreamFormat::kNone;
 
   if (request.code.size() <= kInlinePrepareBytes) {
     return OnPrepared(s_.svc.Prepare(request, req_.id));
@@ -779,6 +798,7 @@ void Session::StartRun() {
     self->OnRunDone(std::move(o));
   });
   s_.drivers.insert(req_.driver);
+  if (req_.stream != model::StreamFormat::kNone) PrepareStream();
   req_.driver->Start();
   if (req_.client_gone) req_.driver->Cancel("the client disconnected");
   else WatchDisconnect();
@@ -877,10 +897,68 @@ void Session::OnSessionReply(RouteReply reply) {
   Send(reply.status, std::move(reply.body), reply.content_type.c_str(), reply.headers);
 }
 
+// A streamed response: the run's output goes to the writer as it is read
+// (Execution::on_output is called on this loop, or on a worker while the run
+// is finished; either way in order, before OnRunDone), and the response
+// begins once the run is launched. Until then every refusal (policy, limits,
+// overload, a failed launch) is the usual status code and JSON body.
+void Session::PrepareStream() {
+  std::weak_ptr<Session> weak = weak_from_this();
+  EventStream::Options o;
+  o.format = req_.stream;
+  o.keepalive_s = s_.opt.stream_keepalive_s;
+  o.max_queued_bytes = s_.opt.stream_queue_bytes;
+  o.write_timeout_s = s_.opt.write_timeout_s;
+  req_.events = EventStream::Create(stream_, weak, o, [weak] {
+    if (auto self = weak.lock()) self->OnClientGone();
+  });
+  std::weak_ptr<EventStream> events = req_.events;
+  net::io_context& io = *s_.io;
+  req_.driver->plan_options().on_output = [events, &io](exec::Stream which, std::string_view bytes) {
+    net::dispatch(io, [events, which, data = std::string(bytes)] {
+      if (auto es = events.lock()) es->Output(which == exec::Stream::kStdout ? "stdout" : "stderr", data);
+    });
+  };
+  req_.driver->OnStarted([weak] {
+    auto self = weak.lock();
+    if (!self || !self->req_.events || self->req_.client_gone) return;
+    std::vector<std::pair<std::string, std::string>> headers = {{"X-Request-Id", self->req_.id}};
+    for (const auto& [k, v] : self->s_.gate.CorsHeaders(self->req_.origin)) headers.emplace_back(k, v);
+    if (self->s_.draining) self->req_.keep_alive = false;
+    self->req_.events->Begin(200, headers, self->req_.keep_alive);
+  });
+}
+
+// The end of a streamed response: held-back output, the results, the error,
+// then end_of_execution (the non-streaming response object), and the
+// connection goes on (keep-alive) or closes as a plain response would.
+void Session::EndStream(const model::ExecuteResponse& resp) {
+  std::shared_ptr<EventStream> events = std::move(req_.events);
+  s_.metrics.CountHttp(req_.route, 200);
+  state_ = State::kWriting;
+  events->FlushOutput();
+  for (const model::StreamEvent& e : model::FinalEvents(resp)) events->Event(e.type, e.json);
+  std::string end = model::EndOfExecutionEvent(model::V1ExecuteToJson(resp), events->StatsJson());
+  events->End("end_of_execution", end, [self = shared_from_this()](bool ok) {
+    // The disconnect watch (a read wait on the socket) ends here, as in Send().
+    ++self->watch_gen_;
+    error_code ignored;
+    self->stream_.socket().cancel(ignored);
+    if (!ok) return self->Close();
+    if (self->s_.draining) self->req_.keep_alive = false;  // as Send() does
+    self->OnWritten(error_code());
+  });
+}
+
 void Session::OnRunDone(RunOutcome o) {
   s_.drivers.erase(req_.driver);
   req_.driver.reset();  // the driver releases the run's slot once the run is torn down
   state_ = State::kHandling;
+  const bool streaming = req_.events && req_.events->started();
+  if (req_.events && (!streaming || req_.client_gone)) {
+    req_.events->Abort();  // never begun (the launch failed), or nobody to write to
+    req_.events.reset();
+  }
   if (!o.status.ok()) {
     log::Error("request " + req_.id + ": the run could not be started: " + o.status.ToString());
     s_.metrics.CountExecution("failed", 0);
@@ -900,7 +978,7 @@ void Session::OnRunDone(RunOutcome o) {
   a.run_ms = run.duration_ms;
   a.cpu_ms = run.cpu_ms;
   a.max_rss_kb = run.max_rss_kb;
-  if (run.kill_reason && *run.kill_reason == "lost" && !req_.client_gone) {
+  if (run.kill_reason && *run.kill_reason == "lost" && !req_.client_gone && !streaming) {
     // Not the code's doing: the warm pool's zygote died under it. Say so, and
     // that the same request can simply be sent again.
     model::ApiError e{model::ErrorKind::kUnavailable, run.kill_detail, ""};
@@ -911,6 +989,9 @@ void Session::OnRunDone(RunOutcome o) {
   }
   Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
   if (req_.client_gone) return Close();
+  // A stream already begun ends with the response as its last event (a run
+  // lost with its zygote says so there: kill_reason "lost").
+  if (req_.events) return EndStream(resp);
   SendJson(200, req_.compat ? model::CompatExecuteToJson(resp) : model::V1ExecuteToJson(resp));
 }
 

@@ -44,12 +44,19 @@ struct ServerOptions {
   double header_timeout_s = 30;    // to receive a request's header
   double body_timeout_s = 60;      // to receive its body
   double idle_timeout_s = 60;      // keep-alive connection without a request
-  double write_timeout_s = 30;     // to send a response
   // Sessions (docs/api.md, "Sessions"): their caps and lifetimes, the threads
   // their calls block (one per call under way), and the largest file upload.
   session::SessionOptions sessions;
   size_t session_threads = 16;
   int64_t max_file_bytes = int64_t{32} << 20;
+  double write_timeout_s = 30;     // to send a response (a streamed one: each write)
+  // Streamed responses (Accept: application/x-ndjson or text/event-stream;
+  // api/event_stream.h): a keepalive event after this long without one, and
+  // the bytes of output events one connection may have waiting to be sent
+  // (past it, output events are dropped and counted; the final event always
+  // carries the whole output up to the caps).
+  double stream_keepalive_s = 5;
+  size_t stream_queue_bytes = size_t{1} << 20;
 };
 
 // Whether `host` (an address literal or "localhost") is a loopback address.

@@ -43,6 +43,8 @@ struct ServeFlags {
   std::string max_body = "2M";
   std::string max_code = "1M";
   double drain_grace_s = 10;
+  double stream_keepalive_s = 5;      // streamed responses: a keepalive event after this long silent
+  std::string stream_buffer = "1M";   // streamed responses: output bytes queued per connection
   std::vector<std::string> allow_degraded;
   int64_t pool_size = 4;         // warm runs kept ready per profile; 0: warm path off
   int64_t pool_recycle = 5000;   // runs after which a zygote is replaced; 0: never

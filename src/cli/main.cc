@@ -64,6 +64,13 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--max-code", serve.max_code, "Largest `code` (then 413)")->capture_default_str();
   serve_cmd->add_option("--drain-grace", serve.drain_grace_s, "Seconds runs may go on after SIGTERM")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  serve_cmd->add_option("--stream-keepalive", serve.stream_keepalive_s,
+                        "Streamed responses: seconds without an event before a keepalive event")
+      ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
+  serve_cmd->add_option("--stream-buffer", serve.stream_buffer,
+                        "Streamed responses: output bytes one connection may have waiting to be sent "
+                        "(past it output events are dropped; the final event has all of it)")
+      ->capture_default_str();
   serve_cmd->add_option("--allow-degraded", serve.allow_degraded, "Layers that may be missing: cgroup, landlock")
       ->delimiter(',');
   serve_cmd->add_option("--pool-size", serve.pool_size,

@@ -110,6 +110,13 @@ int ServeCommand(const ServeFlags& flags) {
   }
   options.max_file_bytes = max_file;
   options.session_threads = std::clamp<size_t>(options.sessions.max_sessions, 4, 64);
+  options.stream_keepalive_s = flags.stream_keepalive_s;
+  int64_t stream_buffer = ParseSize(flags.stream_buffer);
+  if (stream_buffer < 1024) {
+    std::cerr << "airlock: --stream-buffer '" << flags.stream_buffer << "' is not a size of at least 1K (e.g. 1M)\n";
+    return 2;
+  }
+  options.stream_queue_bytes = static_cast<size_t>(stream_buffer);
 
   isolation::HostOptions host_options;
   if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {

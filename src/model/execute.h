@@ -84,6 +84,10 @@ struct ExecuteRequest {
   std::optional<std::string> profile;  // absent: the server's default profile
   std::string language = "python";
   LimitsRequest limits;
+  // Set by the transport, never read from the body: the response is streamed
+  // (Accept: application/x-ndjson or text/event-stream), so the run's stdout
+  // is line-buffered and output reaches the client as it is printed.
+  bool stream_output = false;
 };
 
 // Parses a POST /execute or /v1/execute body. On failure fills `error`

@@ -39,6 +39,7 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
       {"max_result_bytes", c.max_result_bytes},
       {"max_results", c.max_results},
   };
+  if (c.line_buffered) j["line_buffered"] = true;
   if (c.code) {
     j["code"] = *c.code;
     j.erase("code_path");

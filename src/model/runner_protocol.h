@@ -37,6 +37,9 @@ struct RunnerConfig {
   std::vector<std::pair<std::string, std::string>> blocklist;
   std::vector<std::string> preimport;
   bool capture_figures = false;
+  // stdout flushed at each newline (a streamed response: output arrives as it
+  // is printed); otherwise block-buffered, as `python3 main.py` is.
+  bool line_buffered = false;
   int result_fd = 3;
   int64_t max_result_bytes = 1 << 20;
   int max_results = 16;

@@ -257,6 +257,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   // imports are allowed by the runner's hook anyway, so nothing changes for
   // user code.
   cfg.capture_figures = p->matplotlib;
+  cfg.line_buffered = req.stream_output;
   cfg.result_fd = 3;
   cfg.max_result_bytes = options_.max_result_bytes;
 

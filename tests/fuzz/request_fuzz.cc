@@ -6,6 +6,7 @@
 //         -DAIRLOCK_FUZZ=ON && ninja -C build-fuzz request_fuzz
 //   build-fuzz/tests/fuzz/request_fuzz -max_len=65536 tests/fuzz/corpus/request
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 #include "model/mcp.h"
 #include "model/runner_protocol.h"
 #include "model/session.h"
+#include "model/stream_events.h"
 
 namespace {
 
@@ -89,7 +91,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string mcp = McpResultLine("1", McpToolCallResult(response));
     Check(mcp.find('\n') == std::string::npos);
     Check(IsValidUtf8(mcp));
+    // The same output streamed (Accept: application/x-ndjson): cut anywhere, each event is
+    // one line of valid UTF-8, the pieces add up to the whole, and so do the final events.
+    Utf8Carry carry;
+    std::string joined;
+    for (size_t at = 0; at < size;) {
+      size_t n = std::min<size_t>(size - at, 1 + (data[at] % 7));
+      std::string text = carry.Take(input.substr(at, n));
+      Check(carry.pending() <= 3);
+      joined += text;
+      at += n;
+      std::string event = OutputEvent("stdout", text, "2026-01-01T00:00:00.000000Z");
+      Check(event.find('\n') == std::string::npos && IsValidUtf8(event));
+    }
+    joined += carry.Flush();
+    Check(joined == input);
+    for (const StreamEvent& e : FinalEvents(response)) {
+      Check(e.json.find('\n') == std::string::npos && IsValidUtf8(e.json));
+    }
+    std::string end = EndOfExecutionEvent(v1, StreamStatsJson(1, size));
+    Check(end.find('\n') == std::string::npos && IsValidUtf8(end));
+    std::string sse = FrameEvent(StreamFormat::kSse, "end_of_execution", end, 1);
+    Check(sse.find("\n\n") == sse.size() - 2);  // one SSE event: no blank line inside
   }
+
+  // 2b. The same bytes as an Accept header: never a crash, a known answer.
+  StreamFormat format = NegotiateStreamFormat(input);
+  Check(format == StreamFormat::kNone || format == StreamFormat::kNdjson || format == StreamFormat::kSse);
 
   // 3. The same bytes as an MCP message (a stdio line or an HTTP body): never a
   // crash; whatever it is, the answer is one line of valid UTF-8 JSON.
