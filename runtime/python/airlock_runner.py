@@ -999,6 +999,11 @@ class Runner:
                 guard.install()
             if self._session is not None:
                 self._session.guard = guard  # installed once, for every call of the session
+        elif self._session is not None:
+            try:  # a streamed call flushes each line; an unstreamed one buffers
+                sys.stdout.reconfigure(line_buffering=cfg.line_buffered)
+            except Exception:
+                pass
 
         main_bundle = None
         if self._session is not None:

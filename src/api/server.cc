@@ -524,6 +524,9 @@ class Session : public std::enable_shared_from_this<Session> {
     } else if (SessionRoutes::Matches(path_)) {
       req_.session_route = true;
       req_.route = SessionRoutes::RouteName(ToString(h.method_string()), path_);
+      if (SessionRoutes::IsCall(ToString(h.method_string()), path_)) {
+        req_.stream = model::NegotiateStreamFormat(ToString(h[http::field::accept]));
+      }
     } else {
       req_.route = "other";
     }
@@ -544,7 +547,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnClientGone();
   void WatchDisconnect();
   void PrepareStream();
-  void EndStream(const model::ExecuteResponse& resp);
+  // A stream's writer on this connection (PrepareStream and session calls).
+  void MakeEventStream();
+  void BeginStream();
+  // `end_json`: the final object (the non-streaming response).
+  void EndStream(const model::ExecuteResponse& resp, const std::string& end_json);
 
   void Audit(const std::string& verdict, int status) {
     if (!s_.audit || !s_.audit->enabled()) return;
@@ -858,8 +865,29 @@ void Session::HandleSessionRoute() {
   }
   state_ = State::kRunning;
   if (call) WatchDisconnect();
-  net::post(*s_.session_pool, [self = shared_from_this(), rq = std::move(rq)]() {
-    RouteReply reply = self->s_.session_routes->Handle(rq);
+  // A streamed call: its output goes to the writer as it is read, and the
+  // response begins when the call starts running (refusals before that are
+  // plain JSON answers, as for /v1/execute).
+  session::CallHooks hooks;
+  rq.stream_output = call && req_.stream != model::StreamFormat::kNone;
+  if (rq.stream_output) {
+    MakeEventStream();
+    std::weak_ptr<Session> weak = weak_from_this();
+    std::weak_ptr<EventStream> events = req_.events;
+    net::io_context& io = *s_.io;
+    hooks.on_output = [events, &io](exec::Stream which, std::string_view bytes) {
+      net::post(io, [events, which, data = std::string(bytes)] {
+        if (auto es = events.lock()) es->Output(which == exec::Stream::kStdout ? "stdout" : "stderr", data);
+      });
+    };
+    hooks.on_started = [weak, &io] {
+      net::post(io, [weak] {
+        if (auto self = weak.lock()) self->BeginStream();
+      });
+    };
+  }
+  net::post(*s_.session_pool, [self = shared_from_this(), rq = std::move(rq), hooks = std::move(hooks)]() {
+    RouteReply reply = self->s_.session_routes->Handle(rq, hooks);
     net::post(*self->s_.io, [self, reply = std::move(reply)]() mutable { self->OnSessionReply(std::move(reply)); });
   });
 }
@@ -867,6 +895,11 @@ void Session::HandleSessionRoute() {
 void Session::OnSessionReply(RouteReply reply) {
   if (state_ == State::kClosed) return;
   state_ = State::kHandling;
+  const bool streaming = req_.events && req_.events->started();
+  if (req_.events && (!streaming || req_.client_gone)) {
+    req_.events->Abort();  // never begun (refused before the call ran), or nobody to write to
+    req_.events.reset();
+  }
   if (reply.error) {
     s_.metrics.CountRejected(RejectReason(reply.error->kind));
     req_.audit.error = reply.error->message;
@@ -894,6 +927,14 @@ void Session::OnSessionReply(RouteReply reply) {
     }
   }
   if (req_.client_gone) return Close();
+  if (req_.events && reply.call && reply.call->kind == session::CallReply::Kind::kRan) {
+    return EndStream(reply.call->response, reply.body);
+  }
+  if (req_.events) {  // begun, but no call result (cannot happen: a call that began ran)
+    req_.events->Abort();
+    req_.events.reset();
+    return Close();
+  }
   Send(reply.status, std::move(reply.body), reply.content_type.c_str(), reply.headers);
 }
 
@@ -902,7 +943,7 @@ void Session::OnSessionReply(RouteReply reply) {
 // is finished; either way in order, before OnRunDone), and the response
 // begins once the run is launched. Until then every refusal (policy, limits,
 // overload, a failed launch) is the usual status code and JSON body.
-void Session::PrepareStream() {
+void Session::MakeEventStream() {
   std::weak_ptr<Session> weak = weak_from_this();
   EventStream::Options o;
   o.format = req_.stream;
@@ -912,6 +953,19 @@ void Session::PrepareStream() {
   req_.events = EventStream::Create(stream_, weak, o, [weak] {
     if (auto self = weak.lock()) self->OnClientGone();
   });
+}
+
+void Session::BeginStream() {
+  if (!req_.events || req_.client_gone || req_.events->started()) return;
+  std::vector<std::pair<std::string, std::string>> headers = {{"X-Request-Id", req_.id}};
+  for (const auto& [k, v] : s_.gate.CorsHeaders(req_.origin)) headers.emplace_back(k, v);
+  if (s_.draining) req_.keep_alive = false;
+  req_.events->Begin(200, headers, req_.keep_alive);
+}
+
+void Session::PrepareStream() {
+  std::weak_ptr<Session> weak = weak_from_this();
+  MakeEventStream();
   std::weak_ptr<EventStream> events = req_.events;
   net::io_context& io = *s_.io;
   req_.driver->plan_options().on_output = [events, &io](exec::Stream which, std::string_view bytes) {
@@ -920,25 +974,20 @@ void Session::PrepareStream() {
     });
   };
   req_.driver->OnStarted([weak] {
-    auto self = weak.lock();
-    if (!self || !self->req_.events || self->req_.client_gone) return;
-    std::vector<std::pair<std::string, std::string>> headers = {{"X-Request-Id", self->req_.id}};
-    for (const auto& [k, v] : self->s_.gate.CorsHeaders(self->req_.origin)) headers.emplace_back(k, v);
-    if (self->s_.draining) self->req_.keep_alive = false;
-    self->req_.events->Begin(200, headers, self->req_.keep_alive);
+    if (auto self = weak.lock()) self->BeginStream();
   });
 }
 
 // The end of a streamed response: held-back output, the results, the error,
 // then end_of_execution (the non-streaming response object), and the
 // connection goes on (keep-alive) or closes as a plain response would.
-void Session::EndStream(const model::ExecuteResponse& resp) {
+void Session::EndStream(const model::ExecuteResponse& resp, const std::string& end_json) {
   std::shared_ptr<EventStream> events = std::move(req_.events);
   s_.metrics.CountHttp(req_.route, 200);
   state_ = State::kWriting;
   events->FlushOutput();
   for (const model::StreamEvent& e : model::FinalEvents(resp)) events->Event(e.type, e.json);
-  std::string end = model::EndOfExecutionEvent(model::V1ExecuteToJson(resp), events->StatsJson());
+  std::string end = model::EndOfExecutionEvent(end_json, events->StatsJson());
   events->End("end_of_execution", end, [self = shared_from_this()](bool ok) {
     // The disconnect watch (a read wait on the socket) ends here, as in Send().
     ++self->watch_gen_;
@@ -991,7 +1040,7 @@ void Session::OnRunDone(RunOutcome o) {
   if (req_.client_gone) return Close();
   // A stream already begun ends with the response as its last event (a run
   // lost with its zygote says so there: kill_reason "lost").
-  if (req_.events) return EndStream(resp);
+  if (req_.events) return EndStream(resp, model::V1ExecuteToJson(resp));
   SendJson(200, req_.compat ? model::CompatExecuteToJson(resp) : model::V1ExecuteToJson(resp));
 }
 

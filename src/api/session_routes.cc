@@ -235,6 +235,7 @@ RouteReply SessionRoutes::Handle(const RouteRequest& rq, const session::CallHook
     if (rq.method != "POST") return MethodNotAllowed("POST", rid);
     model::ExecuteRequest request;
     if (!model::ParseSessionExecuteRequest(rq.body, opt_.caps, &request, &error)) return Error(error, rid);
+    request.stream_output = rq.stream_output;
     session::CallReply call = mgr_.Execute(id, rq.owner, request, rid, hooks);
     RouteReply r;
     if (call.kind == session::CallReply::Kind::kRan) {

@@ -44,6 +44,7 @@ struct RouteRequest {
   std::string route_key;     // X-Airlock-Route
   std::string range;         // the Range header
   std::string request_id;
+  bool stream_output = false;  // a streamed call: the runner flushes stdout at each line
 };
 
 struct RouteReply {

@@ -297,6 +297,7 @@ CallReply SessionManager::Execute(const std::string& id, const std::string& owne
   options.output_cap = p.plan->options.output_cap;
   options.interrupt_grace_s = opt_.interrupt_grace_s;
   options.on_output = hooks.on_output;
+  if (hooks.on_started) hooks.on_started();
   CallOutcome o = live->Call(model::RunnerConfigToJson(cfg), n, options);
   reply.response = svc_.Complete(*p.plan, o.result, o.channel);
   reply.kind = CallReply::Kind::kRan;

@@ -65,6 +65,8 @@ struct CallReply {
 struct CallHooks {
   // Each piece of output as it arrives (streaming); may be unset.
   std::function<void(exec::Stream, std::string_view)> on_output;
+  // The call passed every check and is about to run (a stream may begin); may be unset.
+  std::function<void()> on_started;
 };
 
 struct SessionStats {
