@@ -128,7 +128,8 @@ _RICH_REPRS = (
 _FILES_MAX_SCAN = 4096
 _FILES_MAX_DEPTH = 16
 # The runtime's own writes in the working directory (HOME is the working directory).
-_FILES_SKIP = frozenset((".airlock-matplotlib", ".cache/matplotlib", ".config/matplotlib", ".cache/fontconfig"))
+_FILES_SKIP = frozenset((".airlock-matplotlib", ".matplotlib", ".cache/matplotlib", ".config/matplotlib",
+                         ".cache/fontconfig"))
 
 
 class ConfigError(Exception):
