@@ -10,6 +10,7 @@
 
 #include "analyzer/analyzer.h"
 #include "base/log.h"
+#include "model/base64.h"
 #include "model/runner_protocol.h"
 #include "profile/units.h"
 #include "service/embedded_runner.h"
@@ -378,8 +379,8 @@ model::ExecuteResponse Service::Complete(const Plan& plan, const exec::RunResult
   r.files_truncated = ev.files_truncated;
   int64_t out_bytes = 0;
   for (model::OutputFile& f : ev.files) {
-    auto n = static_cast<int64_t>(f.content_base64.size() / 4 * 3);
-    if (static_cast<int64_t>(r.files.size()) >= plan.max_out_files || out_bytes + n > plan.max_out_bytes + 2) {
+    auto n = static_cast<int64_t>(model::Base64DecodedSize(f.content_base64));
+    if (static_cast<int64_t>(r.files.size()) >= plan.max_out_files || out_bytes + n > plan.max_out_bytes) {
       r.files_truncated = true;
       continue;
     }
