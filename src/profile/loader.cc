@@ -656,7 +656,7 @@ class FileParser {
                         } else if (k == "files.max_out_bytes") {
                           ASSIGN_OR_RETURN(p_.max_out, Size(k, val, l, 0));
                           if (*p_.max_out > kMaxOutBytes) {
-                            return Err(val, l, k, "is more than " + FormatSize(kMaxOutBytes) +
+                            return Err(val, l, k, FormatSize(*p_.max_out) + " is more than " + FormatSize(kMaxOutBytes) +
                                                       " (files are returned inside the JSON response)");
                           }
                         } else {
