@@ -32,6 +32,12 @@ with SIGINT to this process (KeyboardInterrupt in the cell; ignored between cell
 runner's own code). End of file on the control socket ends the session (os._exit). The server
 reads a call's output until that end event and owns every timeout: a cell that ignores the
 interrupt is killed with its session.
+    files                 [{"path": str, "content": base64 str}]   written into the working
+                          directory (the cwd) before the code runs; parents created, nothing
+                          followed (see _open_beneath)
+    max_out_files         int   files the run created or changed in the working directory that
+                          are reported back as "file" events (default 0: none looked for)
+    max_out_bytes         int   their total content bytes (default 0)
 
 In a warm pool (DESIGN §3) the server's zygote embeds CPython, loads this file as a module, calls
 zygote_preimport() once, and in each forked run (after every kernel layer is in force) calls
@@ -51,6 +57,8 @@ the result fd, then calls os._exit with the exit code:
     {"type":"result","is_main_result":false,"data":{mime: value}}  per display (figures), in order
     {"type":"result","is_main_result":true,"data":{...}}            the last expression's value
     {"type":"truncated","what":"results","dropped":n}               when caps dropped or cut results
+    {"type":"file","path":p,"size":n,"content":b64,"truncated":t}     per file created or changed
+    {"type":"truncated","what":"files","dropped":n}                 when file caps left files out
     {"type":"error","name":..,"value":..,"traceback":..}            uncaught exception, SyntaxError
     {"type":"end","exit_code":n,"max_rss_kb":k}                     always last
 
@@ -59,6 +67,16 @@ run's program closes every fd right after the end event and exits; the server ma
 the end event once stdout, stderr and the channel are all at end of file, without waiting for
 the process to be torn down. If the process dies without the end event (os._exit in user code,
 a kill), the server must go by the process status.
+
+Files: after the code, atexit handlers and threads, the working directory is walked (regular
+files only, lstat, no symlink followed, at most _FILES_MAX_SCAN entries and _FILES_MAX_DEPTH
+levels, mounts not entered, the runtime's own caches skipped) and every regular file that is new
+or whose size, mtime or inode changed since just before the code ran is reported, sorted by path,
+up to max_out_files. Contents share max_out_bytes in that order: a file that does not fit whole
+gets the prefix that fits (maybe empty) and "truncated": true; "size" is always its real size.
+Files left out (over the count, names that are not UTF-8, a walk cut by its bounds) are counted in
+a truncated event with "what": "files". Files are opened O_NOFOLLOW | O_NONBLOCK (a FIFO never
+blocks) and checked to be regular after opening.
 
 Caps: the main result is budgeted first (shrunk to text/plain, then cut, if it alone exceeds
 max_result_bytes), then display results in order until max_results or the byte budget is used
@@ -118,6 +136,14 @@ _RICH_REPRS = (
 )
 
 
+# Bounds of the walk that finds the files a run wrote (see "Files" above).
+_FILES_MAX_SCAN = 4096
+_FILES_MAX_DEPTH = 16
+# The runtime's own writes in the working directory (HOME is the working directory).
+_FILES_SKIP = frozenset((".airlock-matplotlib", ".matplotlib", ".cache/matplotlib", ".config/matplotlib",
+                         ".cache/fontconfig"))
+
+
 class ConfigError(Exception):
     """The config or the code file cannot be used; the server wrote something wrong."""
 
@@ -161,6 +187,40 @@ class Config:
         self.line_buffered = _get(raw, "line_buffered", bool, False)
         self.session = _get(raw, "session", bool, False)
         self.call = _get(raw, "call", int, None)
+        self.files = _input_files(raw.get("files"))
+        self.max_out_files = _get(raw, "max_out_files", int, 0)
+        self.max_out_bytes = _get(raw, "max_out_bytes", int, 0)
+        if self.max_out_files < 0 or self.max_out_bytes < 0:
+            raise ConfigError("max_out_files and max_out_bytes must not be negative")
+
+
+def _valid_rel_path(path):
+    """The server's rule (base/sandbox_path.h): relative, no empty/./.. component, no NUL."""
+    if not path or "\0" in path or path.startswith("/") or len(path.encode("utf-8", "surrogateescape")) > 4095:
+        return False
+    return all(part not in ("", ".", "..") and len(part.encode("utf-8", "surrogateescape")) <= 255
+               for part in path.split("/"))
+
+
+def _input_files(raw):
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError("files must be a list")
+    import binascii
+
+    out = []
+    for f in raw:
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str) or not isinstance(f.get("content"), str):
+            raise ConfigError("files entries must be {path: str, content: base64 str}")
+        if not _valid_rel_path(f["path"]):
+            raise ConfigError(f"files: bad path {f['path']!r}")
+        try:
+            data = binascii.a2b_base64(f["content"], strict_mode=True)
+        except (binascii.Error, ValueError):
+            raise ConfigError(f"files: content of {f['path']!r} is not base64") from None
+        out.append((f["path"], data))
+    return out
 
 
 def _get(raw, key, typ, default):
@@ -740,6 +800,108 @@ def _cap_tail(text, cap):
 # The run
 
 
+# ---------------------------------------------------------------------------------------------
+# Files in and out of the working directory
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_beneath(rel, flags, mode=0o644, make_parents=False):
+    """Opens rel below the cwd one component at a time, never following a symlink (O_NOFOLLOW
+    on every component), creating parent directories when make_parents."""
+    parts = rel.split("/")
+    dfd = os.open(".", _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            if make_parents:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=dfd)
+                except FileExistsError:
+                    pass
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=dfd)
+            os.close(dfd)
+            dfd = nfd
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
+def _is_regular(fd):
+    return (os.fstat(fd).st_mode & 0o170000) == 0o100000
+
+
+def _place_file(rel, data):
+    fd = _open_beneath(rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
+    try:
+        if not _is_regular(fd):
+            raise IsADirectoryError(21, "not a regular file", rel)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _scan_files():
+    """({relpath: (size, mtime_ns, ino)} of the regular files below the cwd, complete?).
+    Bounded (_FILES_MAX_SCAN entries, _FILES_MAX_DEPTH levels); lstat only; mounts not entered."""
+    files = {}
+    complete = True
+    scanned = 0
+    try:
+        root_dev = os.lstat(".").st_dev
+    except OSError:
+        return files, False
+    stack = [("", ".", 0)]
+    while stack:
+        prefix, path, depth = stack.pop()
+        try:
+            it = os.scandir(path)
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                scanned += 1
+                if scanned > _FILES_MAX_SCAN:
+                    return files, False
+                rel = prefix + entry.name
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                kind = st.st_mode & 0o170000
+                if kind == 0o100000:
+                    files[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                elif kind == 0o040000 and st.st_dev == root_dev and rel not in _FILES_SKIP:
+                    if depth < _FILES_MAX_DEPTH:
+                        stack.append((rel + "/", entry.path, depth + 1))
+                    else:
+                        complete = False
+    return files, complete
+
+
+def _read_capped(rel, budget):
+    """(size, bytes) of regular file rel, at most budget bytes of it; None if not a regular file."""
+    fd = _open_beneath(rel, os.O_RDONLY)
+    try:
+        if not _is_regular(fd):
+            return None
+        size = os.fstat(fd).st_size
+        want = min(size, budget)
+        chunks = []
+        got = 0
+        while got < want:
+            chunk = os.read(fd, min(want - got, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return size, b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 class Runner:
     def __init__(self, config, channel, rehearsal=False, session=None):
         self._cfg = config
@@ -756,6 +918,7 @@ class Runner:
         self._exit_code = 0
         self._lines = []
         self._depth_granted = False
+        self._files_before = None  # the working directory's files before the code ran
 
     # -- small helpers --------------------------------------------------------------------
 
@@ -979,6 +1142,17 @@ class Runner:
             self._record_exception(e.with_traceback(None))
             return self._finish(None)
 
+        if cfg.files:
+            for rel, data in cfg.files:
+                try:
+                    _place_file(rel, data)
+                except OSError as e:
+                    self._record_exception(OSError(e.errno, f"airlock: cannot write input file {rel!r}: "
+                                                            f"{e.strerror}"))
+                    return self._finish(None)
+        if cfg.max_out_files > 0:
+            self._files_before = _scan_files()[0]
+
         if self._session is None or self._session.guard is None:
             self._setup_streams()
             if cfg.capture_figures:
@@ -1025,9 +1199,53 @@ class Runner:
             self._finish_threads_and_atexit()
         return self._finish(main_bundle)
 
+    def _file_lines(self):
+        """The file events (and a truncated event) for what the run wrote; see "Files"."""
+        cfg = self._cfg
+        if self._files_before is None or cfg.max_out_files <= 0:
+            return []
+        import binascii
+
+        after, complete = _scan_files()
+        before = self._files_before
+        changed = sorted(rel for rel, sig in after.items() if before.get(rel) != sig)
+        lines = []
+        budget = cfg.max_out_bytes
+        dropped = 0
+        cut = not complete
+        for rel in changed:
+            try:
+                rel.encode("utf-8")
+            except UnicodeEncodeError:
+                dropped += 1  # not UTF-8: it cannot be named in JSON
+                continue
+            if len(lines) >= cfg.max_out_files or not _valid_rel_path(rel):
+                dropped += 1
+                continue
+            try:
+                got = _read_capped(rel, budget)
+            except OSError:
+                continue  # gone or replaced meanwhile
+            if got is None:
+                continue
+            size, data = got
+            budget -= len(data)
+            truncated = len(data) < size
+            cut = cut or truncated
+            lines.append(_encode_event({"type": "file", "path": rel, "size": size,
+                                        "content": binascii.b2a_base64(data, newline=False).decode("ascii"),
+                                        "truncated": truncated}))
+        if dropped or cut:
+            lines.append(_encode_event({"type": "truncated", "what": "files", "dropped": dropped}))
+        return lines
+
     def _finish(self, main_bundle):
         self._flush()
         lines = self._sink.lines(main_bundle)
+        try:
+            lines.extend(self._file_lines())
+        except Exception as e:  # noqa: BLE001 - a failed walk must not lose the run's results
+            self._warn(f"airlock: could not collect the run's files: {_safe_str(e)}\n")
         if self._error_event is not None:
             lines.append(_encode_event(self._error_event))
         lines.append(_encode_event(_end_event(self._exit_code, self._cfg.call)))

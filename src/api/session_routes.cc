@@ -4,10 +4,7 @@
 #include <cstdlib>
 
 #include "api/error_mapping.h"
-#if __has_include("isolation/sandbox_files.h")
 #include "isolation/sandbox_files.h"
-#define AIRLOCK_HAVE_SANDBOX_FILES 1
-#endif
 #include "model/session.h"
 
 namespace airlock::api {
@@ -41,10 +38,8 @@ int HexValue(char c) {
   return -1;
 }
 
-[[maybe_unused]] bool PercentDecode(std::string_view in, std::string* out, bool plus_is_space);
-
 // %XX-decodes a path or query value; false on a malformed escape.
-[[maybe_unused]] bool PercentDecode(std::string_view in, std::string* out, bool plus_is_space) {
+bool PercentDecode(std::string_view in, std::string* out, bool plus_is_space) {
   out->clear();
   for (size_t i = 0; i < in.size(); ++i) {
     char c = in[i];
@@ -63,7 +58,6 @@ int HexValue(char c) {
   return true;
 }
 
-#ifdef AIRLOCK_HAVE_SANDBOX_FILES
 // The value of `key` in a query string ("" when absent).
 std::string QueryValue(std::string_view query, std::string_view key) {
   while (!query.empty()) {
@@ -80,7 +74,6 @@ std::string QueryValue(std::string_view query, std::string_view key) {
   }
   return "";
 }
-#endif
 
 RouteReply Error(const model::ApiError& e, const std::string& request_id,
                  const std::vector<model::Violation>& violations = {}) {
@@ -108,7 +101,6 @@ RouteReply MethodNotAllowed(const char* allow, const std::string& request_id) {
   return r;
 }
 
-#ifdef AIRLOCK_HAVE_SANDBOX_FILES
 // A file operation's failure as an HTTP error (sandbox_files.h's codes).
 model::ApiError FileError(const Status& s) {
   model::ErrorKind kind = model::ErrorKind::kInternal;
@@ -161,7 +153,6 @@ bool ParseRange(std::string_view h, int64_t* start, int64_t* end, bool* suffix) 
   *end = -1;
   return b.empty() || num(b, end);
 }
-#endif
 
 }  // namespace
 
@@ -258,11 +249,7 @@ RouteReply SessionRoutes::Handle(const RouteRequest& rq, const session::CallHook
 
 RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, std::string_view rest) {
   const std::string& rid = rq.request_id;
-#ifndef AIRLOCK_HAVE_SANDBOX_FILES
-  (void)id;
-  (void)rest;
-  return Error({model::ErrorKind::kUnavailable, "session files are not built in", ""}, rid);
-#else
+
   model::ApiError error;
   const bool listing = rest == "/files";
   if (listing && rq.method != "GET") return MethodNotAllowed("GET", rid);
@@ -321,21 +308,32 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
     r.status = 204;
     return r;
   }
-  // GET: the whole file, or one Range.
-  int64_t start = 0, end = -1, total = 0;
-  bool suffix = false, ranged = false;
-  if (!rq.range.empty()) ranged = ParseRange(rq.range, &start, &end, &suffix);
-  int64_t length = -1;
-  if (ranged && !suffix && end >= 0) {
-    if (end < start) ranged = false;
-    else length = end - start + 1;
+  // GET: the whole file, or one Range. The size first (a zero-byte read, which
+  // also refuses what is not a regular file), then what is asked.
+  int64_t total = 0;
+  if (auto probe = isolation::ReadSandboxFile(root->get(), path, 0, 0, 0, &total); !probe.ok()) {
+    return Error(FileError(probe.status()), rid);
   }
-  if (ranged && suffix) {
-    // The size first (a zero-length read), then the tail.
-    auto probe = isolation::ReadSandboxFile(root->get(), path, 0, 0, 0, &total);
-    if (!probe.ok()) return Error(FileError(probe.status()), rid);
-    start = std::max<int64_t>(0, total - end);
-    length = total - start;
+  int64_t start = 0, end = -1, length = -1;
+  bool suffix = false;
+  const bool ranged = !rq.range.empty() && ParseRange(rq.range, &start, &end, &suffix);
+  if (ranged) {
+    if (suffix) {
+      start = std::max<int64_t>(0, total - end);
+      length = total - start;
+    } else if (end >= 0) {
+      length = std::min(end, total - 1) - start + 1;
+    } else {
+      length = total - start;
+    }
+    if (start >= total || length <= 0) {
+      RouteReply bad =
+          Error({model::ErrorKind::kBadRequest, "the range is outside the file (" + std::to_string(total) + " bytes)", ""},
+                rid);
+      bad.status = 416;
+      bad.headers.emplace_back("Content-Range", "bytes */" + std::to_string(total));
+      return bad;
+    }
   }
   auto data = isolation::ReadSandboxFile(root->get(), path, opt_.max_file_bytes, start, length, &total);
   if (!data.ok()) return Error(FileError(data.status()), rid);
@@ -344,12 +342,6 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
   r.headers.emplace_back("X-Content-Type-Options", "nosniff");
   r.headers.emplace_back("Accept-Ranges", "bytes");
   if (ranged) {
-    if (start >= total && total > 0) {
-      RouteReply bad = Error({model::ErrorKind::kBadRequest, "the range starts past the end of the file", ""}, rid);
-      bad.status = 416;
-      bad.headers.emplace_back("Content-Range", "bytes */" + std::to_string(total));
-      return bad;
-    }
     r.status = 206;
     r.headers.emplace_back("Content-Range", "bytes " + std::to_string(start) + "-" +
                                                 std::to_string(start + static_cast<int64_t>(data->size()) - 1) + "/" +
@@ -357,7 +349,6 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
   }
   r.body = std::move(*data);
   return r;
-#endif
 }
 
 std::string RenderSessionMetrics(const session::SessionStats& s) {

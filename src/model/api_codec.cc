@@ -1,7 +1,10 @@
 // JSON for the HTTP service's requests and responses (model/execute.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "base/sandbox_path.h"
+#include "model/base64.h"
 #include "model/execute.h"
 #include "model/json_util.h"
 
@@ -103,6 +106,92 @@ json ViolationObject(const Violation& v) {
 json ErrorObject(const std::optional<ErrorInfo>& e) {
   if (!e) return nullptr;
   return {{"name", e->name}, {"value", e->value}, {"traceback", e->traceback}};
+}
+
+// "files": [{"path", "content", "encoding"}], decoded into `out`.
+bool ParseFiles(const json& files, size_t max_files, std::vector<InputFile>* out, ApiError* error) {
+  if (!files.is_array()) {
+    *error = Unprocessable("files", "files: must be an array of {\"path\", \"content\", \"encoding\"}, got " +
+                                        TypeName(files));
+    return false;
+  }
+  if (files.size() > max_files) {
+    *error = Unprocessable("files", "files: " + std::to_string(files.size()) + " entries, more than the " +
+                                        std::to_string(max_files) + " allowed");
+    return false;
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    const json& f = files[i];
+    const std::string at = "files[" + std::to_string(i) + "]";
+    if (!f.is_object()) {
+      *error = Unprocessable(at, at + ": must be an object {\"path\", \"content\", \"encoding\"}, got " + TypeName(f));
+      return false;
+    }
+    for (const auto& [key, value] : f.items()) {
+      if (key != "path" && key != "content" && key != "encoding") {
+        *error = Unprocessable(at + "." + key, at + "." + key + ": unknown field (known: path, content, encoding)");
+        return false;
+      }
+    }
+    auto path = f.find("path");
+    if (path == f.end() || !path->is_string()) {
+      *error = Unprocessable(at + ".path", at + ".path: required, a string such as \"data/in.csv\"");
+      return false;
+    }
+    InputFile file;
+    file.path = path->get<std::string>();
+    if (Status st = CheckSandboxPath(file.path); !st.ok()) {
+      *error = Unprocessable(at + ".path", at + "." + st.message());
+      return false;
+    }
+    std::string encoding = "utf-8";
+    if (auto e = f.find("encoding"); e != f.end() && !e->is_null()) {
+      if (!e->is_string() || (e->get<std::string>() != "utf-8" && e->get<std::string>() != "base64")) {
+        *error = Unprocessable(at + ".encoding", at + ".encoding: must be \"utf-8\" or \"base64\"");
+        return false;
+      }
+      encoding = e->get<std::string>();
+    }
+    auto content = f.find("content");
+    if (content == f.end() || !content->is_string()) {
+      *error = Unprocessable(at + ".content", at + ".content: required, a string (" + encoding + ")");
+      return false;
+    }
+    if (encoding == "base64") {
+      if (!Base64Decode(content->get_ref<const std::string&>(), &file.content)) {
+        *error = Unprocessable(at + ".content", at + ".content: not valid base64 (standard alphabet, '=' padding)");
+        return false;
+      }
+    } else {
+      file.content = content->get<std::string>();  // the body was checked to be UTF-8
+    }
+    out->push_back(std::move(file));
+  }
+  // No two files at one path, and no file where another needs a directory.
+  std::vector<size_t> order(out->size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return (*out)[a].path < (*out)[b].path; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const std::string& a = (*out)[order[k - 1]].path;
+    for (size_t m = k; m < order.size(); ++m) {
+      const std::string& b = (*out)[order[m]].path;
+      if (b.compare(0, a.size(), a) != 0) break;  // sorted: nothing later starts with a
+      if (b.size() == a.size() || b[a.size()] == '/') {
+        size_t later = std::max(order[k - 1], order[m]), earlier = std::min(order[k - 1], order[m]);
+        const std::string at = "files[" + std::to_string(later) + "].path";
+        *error = Unprocessable(at, at + ": \"" + EscapeSandboxPath((*out)[later].path) +
+                                       (b.size() == a.size() ? "\" is also files[" : "\" conflicts with files[") +
+                                       std::to_string(earlier) + "] (a path may appear once, and a file cannot "
+                                       "also be a directory of another)");
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+json FileObject(const OutputFile& f) {
+  return {{"path", f.path}, {"size", f.size}, {"content", f.content_base64}, {"truncated", f.truncated}};
 }
 
 json ResultObject(const DisplayResult& r) {
@@ -233,10 +322,8 @@ bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, Execute
   if (it = doc.find("limits"); it != doc.end() && !it->is_null()) {
     if (!ParseLimits(*it, &request->limits, error)) return false;
   }
-  if (it = doc.find("files"); it != doc.end() && !it->is_null() && !(it->is_array() && it->empty()) &&
-                              !(it->is_object() && it->empty())) {
-    *error = Unprocessable("files", "files: this server does not take input files yet; embed small data in the code");
-    return false;
+  if (it = doc.find("files"); it != doc.end() && !it->is_null()) {
+    if (!ParseFiles(*it, caps.max_files, &request->files, error)) return false;
   }
   return true;
 }
@@ -268,6 +355,12 @@ std::string CompatExecuteToJson(const ExecuteResponse& r) {
       {"result", r.result ? json(*r.result) : json(nullptr)},
       {"error", std::move(error)},
   };
+  if (!r.files.empty() || r.files_truncated) {
+    json files = json::array();
+    for (const OutputFile& f : r.files) files.push_back(FileObject(f));
+    j["files"] = std::move(files);
+    j["files_truncated"] = r.files_truncated;
+  }
   return Dump(j);
 }
 
@@ -280,6 +373,10 @@ std::string V1ExecuteToJson(const ExecuteResponse& r) {
   j["results"] = std::move(results);
   j["error"] = ErrorObject(r.error);
   j["truncated"]["results"] = r.results_truncated;
+  j["truncated"]["files"] = r.files_truncated;
+  json files = json::array();
+  for (const OutputFile& f : r.files) files.push_back(FileObject(f));
+  j["files"] = std::move(files);
   const EffectiveLimitsView& l = r.limits;
   j["profile"] = {{"name", l.profile},
                   {"timeout_s", l.timeout_s},
@@ -314,11 +411,23 @@ std::string ErrorToJson(const ApiError& e, const std::string& request_id) {
     j["field"] = e.field;
     if (e.kind == ErrorKind::kUnprocessable) {
       json loc = json::array({"body"});
-      // "limits.memory" -> ["body", "limits", "memory"], as pydantic writes it.
+      // "limits.memory" -> ["body", "limits", "memory"], "files[2].path" ->
+      // ["body", "files", 2, "path"], as pydantic writes it.
       std::string_view rest = e.field;
       while (!rest.empty()) {
         size_t dot = rest.find('.');
-        loc.push_back(std::string(rest.substr(0, dot)));
+        std::string_view part = rest.substr(0, dot);
+        size_t bracket = part.find('[');
+        std::string_view index =
+            bracket == std::string_view::npos || part.back() != ']' ? std::string_view()
+                                                                     : part.substr(bracket + 1, part.size() - bracket - 2);
+        if (!index.empty() && index.size() <= 9 &&
+            std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+          loc.push_back(std::string(part.substr(0, bracket)));
+          loc.push_back(std::stoll(std::string(index)));
+        } else {
+          loc.push_back(std::string(part));
+        }
         rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
       }
       j["detail"] = json::array({{{"loc", std::move(loc)}, {"msg", e.message}, {"type", "value_error"}}});

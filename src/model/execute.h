@@ -64,6 +64,23 @@ struct ApiError {
 struct RequestCaps {
   size_t max_depth = 32;               // nesting of JSON arrays/objects
   size_t max_code_bytes = size_t{1} << 20;
+  size_t max_files = 256;              // entries of "files" (bytes: the body cap, then the profile's)
+};
+
+// A file given to a run ("files" of POST /v1/execute and /execute), decoded.
+// `path` passed CheckSandboxPath (base/sandbox_path.h); no two paths are equal
+// and none is a directory of another.
+struct InputFile {
+  std::string path;
+  std::string content;  // raw bytes
+};
+
+// A file a run created or changed in its working directory, as returned.
+struct OutputFile {
+  std::string path;            // relative to the working directory, valid UTF-8
+  int64_t size = 0;            // the file's size in the sandbox
+  std::string content_base64;  // all of it, or a prefix when truncated
+  bool truncated = false;      // the byte cap cut the content (maybe to nothing)
 };
 
 // Limits a /v1/execute request may ask for (below the profile's ceilings).
@@ -88,12 +105,15 @@ struct ExecuteRequest {
   // (Accept: application/x-ndjson or text/event-stream), so the run's stdout
   // is line-buffered and output reaches the client as it is printed.
   bool stream_output = false;
+  std::vector<InputFile> files;        // placed in the working directory before the run
 };
 
 // Parses a POST /execute or /v1/execute body. On failure fills `error`
 // (kUnprocessable naming the field, or kPayloadTooLarge for code over the cap)
-// and returns false. Unknown fields are ignored (as the fips sidecar does),
-// except `files`, which this server does not take yet.
+// and returns false. Unknown fields are ignored (as the fips sidecar does).
+// "files": [{"path", "content", "encoding": "utf-8" (default) | "base64"}]:
+// a bad path, bad base64, a duplicate or more than caps.max_files entries is a
+// kUnprocessable naming files[i].path / files[i].content.
 bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
                          ApiError* error);
 
@@ -149,11 +169,14 @@ struct ExecuteResponse {
   std::optional<ErrorInfo> error;       // uncaught exception in user code
   EffectiveLimitsView limits;
   std::vector<Violation> warnings;      // findings that did not reject the code
+  std::vector<OutputFile> files;        // files the run created or changed, by path
+  bool files_truncated = false;         // the profile's caps left files out or cut them
 };
 
 // POST /execute (the fips sidecar's shape): stdout, stderr, exit_code
 // (negative signal number when killed, as Python's subprocess reports it),
-// timed_out, plus result (string or null) and error ("Name: value" or null).
+// timed_out, plus result (string or null) and error ("Name: value" or null),
+// plus "files" (as /v1/execute's) only when the run returned files.
 std::string CompatExecuteToJson(const ExecuteResponse& response);
 // POST /v1/execute: the superset (DESIGN §1).
 std::string V1ExecuteToJson(const ExecuteResponse& response);

@@ -1,6 +1,8 @@
 // JSON of the runner protocol (model/runner_protocol.h).
 #include <map>
 
+#include "base/sandbox_path.h"
+#include "model/base64.h"
 #include "model/json_util.h"
 #include "model/runner_protocol.h"
 
@@ -16,7 +18,7 @@ namespace {
 constexpr size_t kMaxDisplays = 64;
 // A runner batch is at most max_results (16) results, a truncated, an error
 // and an end event; more in one batch is forged and dropped.
-constexpr size_t kMaxBatchEvents = 64;
+constexpr size_t kMaxBatchEvents = 64 + kMaxFileEvents;
 // JSON values in the final batch's results (each becomes a node of the
 // response's DOM, ~50 bytes): a `_repr_json_` of a million empty lists must
 // not cost the server 50 MB. Results past it are dropped, marked truncated.
@@ -40,6 +42,15 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
       {"max_results", c.max_results},
   };
   if (c.line_buffered) j["line_buffered"] = true;
+  if (!c.files.empty()) {
+    json files = json::array();
+    for (const InputFile& f : c.files) files.push_back({{"path", f.path}, {"content", Base64Encode(f.content)}});
+    j["files"] = std::move(files);
+  }
+  if (c.max_out_files > 0) {
+    j["max_out_files"] = c.max_out_files;
+    j["max_out_bytes"] = c.max_out_bytes;
+  }
   if (c.code) {
     j["code"] = *c.code;
     j.erase("code_path");
@@ -62,6 +73,10 @@ struct Event {
   bool oversized = false;         // a result whose "data" passed kMaxResultValues: parsing stopped
   std::string name, value, traceback;  // an error event's fields
   std::optional<int64_t> exit_code;    // an end event's
+  std::string what;                    // a truncated event's
+  std::string path, content;           // a file event's
+  std::optional<int64_t> size;
+  bool file_truncated = false;
 };
 
 // A SAX handler for one line: no DOM is built, so memory is the line's own
@@ -78,16 +93,19 @@ class EventSax {
   bool null() { return Scalar("null"); }
   bool boolean(bool v) {
     if (depth_ == 1 && key_ == "is_main_result") ev_->is_main_result = v;
+    if (depth_ == 1 && key_ == "truncated") ev_->file_truncated = v;
     return Scalar(v ? "true" : "false");
   }
   bool number_integer(json_t::number_integer_t v) {
     if (depth_ == 1 && key_ == "exit_code") ev_->exit_code = v;
+    if (depth_ == 1 && key_ == "size") ev_->size = v;
     return Scalar(std::to_string(v));
   }
   bool number_unsigned(json_t::number_unsigned_t v) {
     if (depth_ == 1 && key_ == "exit_code" && v <= static_cast<uint64_t>(INT64_MAX)) {
       ev_->exit_code = static_cast<int64_t>(v);
     }
+    if (depth_ == 1 && key_ == "size" && v <= static_cast<uint64_t>(INT64_MAX)) ev_->size = static_cast<int64_t>(v);
     return Scalar(std::to_string(v));
   }
   bool number_float(json_t::number_float_t, const std::string& text) { return Scalar(text); }
@@ -97,6 +115,9 @@ class EventSax {
       else if (key_ == "name") ev_->name = std::move(v);
       else if (key_ == "value") ev_->value = std::move(v);
       else if (key_ == "traceback") ev_->traceback = std::move(v);
+      else if (key_ == "what") ev_->what = std::move(v);
+      else if (key_ == "path") ev_->path = std::move(v);
+      else if (key_ == "content") ev_->content = std::move(v);
       return true;
     }
     if (depth_ == 2 && key_ == "text/plain") ev_->text_plain = v;
@@ -217,6 +238,28 @@ bool ParseEvent(std::string_view line, Event* ev) {
   return !ev->type.empty();
 }
 
+// A "file" event, checked: a path a client could name (and valid UTF-8), a
+// size, base64 content no larger than the size (equal unless truncated).
+// False when malformed.
+bool TakeFile(Event* ev, RunnerEvents* out) {
+  if (!ev->size || *ev->size < 0 || !CheckSandboxPath(ev->path).ok() || !IsValidUtf8(ev->path)) return false;
+  std::string decoded;
+  if (!Base64Decode(ev->content, &decoded)) return false;
+  const auto n = static_cast<int64_t>(decoded.size());
+  if (n > *ev->size || (!ev->file_truncated && n != *ev->size)) return false;
+  if (out->files.size() >= kMaxFileEvents) {
+    out->files_truncated = true;
+    return true;
+  }
+  OutputFile f;
+  f.path = std::move(ev->path);
+  f.size = *ev->size;
+  f.content_base64 = std::move(ev->content);
+  f.truncated = ev->file_truncated;
+  out->files.push_back(std::move(f));
+  return true;
+}
+
 }  // namespace
 
 RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated) {
@@ -276,8 +319,10 @@ RunnerEvents ParseRunnerEvents(std::string_view channel, bool channel_truncated)
       } else {
         out.truncated = true;
       }
+    } else if (ev.type == "file") {
+      if (!TakeFile(&ev, &out)) ++out.malformed_lines;
     } else if (ev.type == "truncated") {
-      out.truncated = true;
+      (ev.what == "files" ? out.files_truncated : out.truncated) = true;
     } else if (ev.type == "error") {
       out.error = ErrorInfo{std::move(ev.name), std::move(ev.value), std::move(ev.traceback)};
     } else if (ev.type == "end") {

@@ -47,6 +47,12 @@ struct RunnerConfig {
   // calls (numbered from 1; echoed in the call's end event). 0: not a call.
   bool session = false;
   int64_t call = 0;
+  // Files written into the working directory before the code runs (content
+  // base64 in the JSON), and the caps on files reported back after it (file
+  // events): 0 files = none are looked for.
+  std::vector<InputFile> files;
+  int64_t max_out_files = 0;
+  int64_t max_out_bytes = 0;
 };
 
 std::string RunnerConfigToJson(const RunnerConfig& config);
@@ -57,15 +63,22 @@ struct RunnerEvents {
   std::optional<ErrorInfo> error;
   std::optional<int> end_exit_code;     // the runner's "end" event
   bool truncated = false;               // the runner dropped results, or the server cut the channel
+  std::vector<OutputFile> files;        // "file" events, well-formed ones only, in order
+  bool files_truncated = false;         // the runner left files out or cut them (or the parser did)
   int malformed_lines = 0;              // lines that were not a well-formed event
 };
 
 // Caps: a line nested deeper than this, or longer, is dropped as malformed.
 inline constexpr size_t kMaxEventDepth = 64;
-inline constexpr size_t kMaxEventLineBytes = size_t{16} << 20;
+// A line may carry a whole returned file (base64 of up to a profile's 64 MiB
+// files.max_out_bytes); the channel's byte cap bounds it first.
+inline constexpr size_t kMaxEventLineBytes = size_t{96} << 20;
+// "file" events kept from one batch (profile files.max_out_files is at most this).
+inline constexpr size_t kMaxFileEvents = 128;
 // Lines a run may write to its channel: the runner writes at most max_results
-// (16) results, a truncated, an error and an end event. A run past this (or
-// past the server's byte cap) is killed with kill_reason "channel".
+// (16) results, max_out_files (<= 128) file events, two truncated, an error
+// and an end event. A run past this (or past the server's byte cap) is killed
+// with kill_reason "channel".
 inline constexpr size_t kMaxChannelLines = 256;
 
 // `channel_truncated`: the server stopped keeping bytes of the channel.

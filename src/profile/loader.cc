@@ -38,7 +38,11 @@ constexpr int64_t kMinMemoryBytes = 16ll << 20;  // CPython needs about 10 MiB t
 constexpr int64_t kMinDiskBytes = 1ll << 20;
 constexpr double kMaxTimeoutSeconds = 86400;
 constexpr int64_t kMaxPids = 4194304;  // the kernel's pid_max ceiling
-constexpr int64_t kMaxOutFiles = 100000;
+// Files returned by a run travel as events on its result channel (one line
+// each, base64), which is bounded (model/runner_protocol.h): these keep a
+// profile inside what that channel carries.
+constexpr int64_t kMaxOutFiles = 128;
+constexpr int64_t kMaxOutBytes = 64ll << 20;
 constexpr double kDefaultTimeoutSeconds = 10;
 constexpr size_t kMaxStringBytes = 64 * 1024;
 constexpr size_t kMaxNameBytes = 128;
@@ -651,6 +655,10 @@ class FileParser {
                           ASSIGN_OR_RETURN(p_.max_in, Size(k, val, l, 0));
                         } else if (k == "files.max_out_bytes") {
                           ASSIGN_OR_RETURN(p_.max_out, Size(k, val, l, 0));
+                          if (*p_.max_out > kMaxOutBytes) {
+                            return Err(val, l, k, FormatSize(*p_.max_out) + " is more than " + FormatSize(kMaxOutBytes) +
+                                                      " (files are returned inside the JSON response)");
+                          }
                         } else {
                           ASSIGN_OR_RETURN(p_.max_out_files, Count(k, val, l, 0, kMaxOutFiles));
                         }

@@ -10,6 +10,7 @@
 
 #include "analyzer/analyzer.h"
 #include "base/log.h"
+#include "model/base64.h"
 #include "model/runner_protocol.h"
 #include "profile/units.h"
 #include "service/embedded_runner.h"
@@ -162,6 +163,15 @@ model::RunReport ToRunReport(const exec::RunResult& r) {
 StatusOr<std::unique_ptr<Service>> Service::Create(ServiceOptions options) {
   if (options.host == nullptr) return InvalidArgument("Service::Create: no HostSetup given");
   if (options.profiles.empty()) return InvalidArgument("Service::Create: no profiles loaded");
+  // Returned files travel on the channel as base64 (4/3) with their paths
+  // (at most ~24 KiB each once escaped): room for the largest profile's.
+  size_t need = 0;
+  for (const profile::Profile& p : options.profiles.profiles()) {
+    auto out_bytes = static_cast<size_t>(std::max<int64_t>(p.files.max_out_bytes, 0));
+    auto out_files = static_cast<size_t>(std::clamp<int64_t>(p.files.max_out_files, 0, model::kMaxFileEvents));
+    need = std::max(need, (out_bytes + 2) / 3 * 4 + out_files * (24 << 10));
+  }
+  options.max_event_bytes += need;
   std::unique_ptr<Service> s(new Service(std::move(options)));
   for (const profile::Profile& p : s->options_.profiles.profiles()) {
     s->analyzers_.emplace(p.name, analyzer::Analyzer(PolicyFor(p, s->options_.max_code_bytes)));
@@ -206,13 +216,29 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   asked.pids = req.limits.pids;
   profile::EffectiveLimits limits = profile::Clamp(*p, asked);
 
-  // 3. Empty code: the fips sidecar's 400.
+  // 3. Input files: the profile's byte cap, and they must fit the working directory.
+  int64_t in_bytes = 0;
+  for (const model::InputFile& f : req.files) in_bytes += static_cast<int64_t>(f.content.size());
+  if (in_bytes > p->files.max_in_bytes || in_bytes > limits.disk_bytes) {
+    bool disk = in_bytes <= p->files.max_in_bytes;
+    out.error = model::ApiError{
+        model::ErrorKind::kPayloadTooLarge,
+        "files: " + std::to_string(in_bytes) + " bytes in all, more than " +
+            (disk ? "the working directory's size (limits.disk, " + std::to_string(limits.disk_bytes) + " bytes)"
+                  : "profile " + p->name + "'s files.max_in_bytes (" + std::to_string(p->files.max_in_bytes) +
+                        " bytes)") +
+            ": send fewer or smaller files",
+        "files"};
+    return out;
+  }
+
+  // 4. Empty code: the fips sidecar's 400.
   if (IsBlank(req.code)) {
     out.error = model::ApiError{model::ErrorKind::kBadRequest, "No code provided", ""};
     return out;
   }
 
-  // 4. Static analysis under the profile's modes.
+  // 5. Static analysis under the profile's modes.
   std::vector<model::Violation> rejecting, warnings;
   auto an = analyzers_.find(p->name);
   if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
@@ -239,7 +265,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     return out;
   }
 
-  // 5. The Spec.
+  // 6. The Spec.
   auto plan = std::make_unique<Plan>();
   plan->request_id = request_id;
   plan->profile_name = p->name;
@@ -260,6 +286,11 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   cfg.line_buffered = req.stream_output;
   cfg.result_fd = 3;
   cfg.max_result_bytes = options_.max_result_bytes;
+  cfg.files = req.files;
+  cfg.max_out_files = std::clamp<int64_t>(p->files.max_out_files, 0, model::kMaxFileEvents);
+  cfg.max_out_bytes = std::max<int64_t>(p->files.max_out_bytes, 0);
+  plan->max_out_files = cfg.max_out_files;
+  plan->max_out_bytes = cfg.max_out_bytes;
 
   if (options_.pool != nullptr && options_.pool->Serves(p->name)) {
     model::RunnerConfig warm = cfg;
@@ -345,6 +376,19 @@ model::ExecuteResponse Service::Complete(const Plan& plan, const exec::RunResult
   }
   r.results_truncated = ev.truncated;
   r.error = std::move(ev.error);
+  // The channel is untrusted (user code can write to it): the profile's caps
+  // again, on what the events claim.
+  r.files_truncated = ev.files_truncated;
+  int64_t out_bytes = 0;
+  for (model::OutputFile& f : ev.files) {
+    auto n = static_cast<int64_t>(model::Base64DecodedSize(f.content_base64));
+    if (static_cast<int64_t>(r.files.size()) >= plan.max_out_files || out_bytes + n > plan.max_out_bytes) {
+      r.files_truncated = true;
+      continue;
+    }
+    out_bytes += n;
+    r.files.push_back(std::move(f));
+  }
   if (r.error && (r.error->name == "AirlockConfigError" || r.error->name == "AirlockRunnerError") &&
       ev.end_exit_code == 2) {
     // The runner's own failure, not the user's: something here is wrong.

@@ -44,6 +44,8 @@ struct ServiceOptions {
   const isolation::HostSetup* host = nullptr;  // outlives the Service
   size_t max_code_bytes = size_t{1} << 20;
   // Bytes of result events kept per run (the channel is untrusted: bounded).
+  // Create() raises it to carry the largest profile's returned files
+  // (files.max_out_bytes as base64, plus their paths) on top of this.
   size_t max_event_bytes = size_t{8} << 20;
   // Bytes of display results (figures, reprs) the runner may send per run.
   int64_t max_result_bytes = int64_t{4} << 20;
@@ -76,6 +78,10 @@ struct Plan {
   // session call sends it with its call number).
   std::string warm_request;
   model::RunnerConfig warm_config;
+  // The profile's caps on files returned (Complete enforces them again on
+  // what the untrusted channel says).
+  int64_t max_out_files = 0;
+  int64_t max_out_bytes = 0;
 };
 
 enum class Verdict { kRun, kRejected, kInvalid };

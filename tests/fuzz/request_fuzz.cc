@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/sandbox_path.h"
+#include "model/base64.h"
 #include "model/execute.h"
 #include "model/mcp.h"
 #include "model/runner_protocol.h"
@@ -39,6 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(request.code.size() <= caps.max_code_bytes);
     Check(IsValidUtf8(request.code));
     Check(!request.timeout_s || *request.timeout_s == *request.timeout_s);  // not NaN
+    // Files: each path passes the shared rule, none twice, none the directory of another.
+    Check(request.files.size() <= caps.max_files);
+    for (size_t i = 0; i < request.files.size(); ++i) {
+      const std::string& p = request.files[i].path;
+      Check(airlock::CheckSandboxPath(p).ok());
+      for (size_t j = 0; j < request.files.size(); ++j) {
+        const std::string& q = request.files[j].path;
+        Check(i == j || (p != q && !(q.size() > p.size() && q.compare(0, p.size(), p) == 0 && q[p.size()] == '/')));
+      }
+    }
   } else {
     Check(!error.message.empty());
     Check(error.kind == ErrorKind::kUnprocessable || error.kind == ErrorKind::kPayloadTooLarge);
@@ -60,6 +72,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(IsValidUtf8(call.code) && call.code.size() <= caps.max_code_bytes);
     Check(!call.profile);
   }
+  // 1b. The same bytes as base64 text: a decode that succeeds re-encodes to the same
+  // text (once CR/LF are dropped), and its size is predicted without decoding.
+  std::string decoded;
+  if (Base64Decode(input, &decoded)) {
+    std::string stripped;
+    for (char c : input) {
+      if (c != '\r' && c != '\n') stripped += c;
+    }
+    Check(Base64Encode(decoded) == stripped);
+    Check(Base64DecodedSize(input) == decoded.size());
+  }
+  (void)airlock::CheckSandboxPath(input);
+  Check(airlock::EscapeSandboxPath(input).size() <= 310);
 
   // 2. The same bytes as a result channel (whole, and cut off) and as run output.
   for (bool cut : {false, true}) {
@@ -76,6 +101,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     response.error = ev.error;
     response.limits.output_bytes = 51200;
+    // File events: bounded, each path valid UTF-8 under the path rule, base64 no larger than the size.
+    Check(ev.files.size() <= kMaxFileEvents);
+    for (const OutputFile& f : ev.files) {
+      Check(IsValidUtf8(f.path) && airlock::CheckSandboxPath(f.path).ok());
+      Check(f.size >= 0 && static_cast<int64_t>(Base64DecodedSize(f.content_base64)) <= f.size);
+    }
+    response.files = ev.files;
+    response.files_truncated = ev.files_truncated;
     std::string compat = CompatExecuteToJson(response);
     std::string v1 = V1ExecuteToJson(response);
     Check(IsValidUtf8(compat));

@@ -331,6 +331,9 @@ TEST(ProfileErrorTest, RulesAcrossKeys) {
   EXPECT_EQ(Error("resources:\n  disk: 8Mi\nfiles:\n  max_in_bytes: 10Mi\n"),
             "profiles/t.yaml:4: files.max_in_bytes: 10Mi is more than resources.disk (8Mi): the "
             "files would not fit the working directory");
+  // Returned files ride the bounded result channel: the loader keeps profiles inside it.
+  EXPECT_THAT(Error("files:\n  max_out_files: 129\n"), HasSubstr("files.max_out_files: '129' is out of range (0 to 128)"));
+  EXPECT_THAT(Error("files:\n  max_out_bytes: 65Mi\n"), HasSubstr("files.max_out_bytes: 65Mi is more than 64Mi"));
   EXPECT_THAT(
       Error("imports:\n  additional: [math]\n"),
       HasSubstr("t.yaml:2: imports.additional: only a profile that extends another adds imports"));

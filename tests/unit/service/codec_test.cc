@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "model/base64.h"
 #include "model/execute.h"
 #include "model/runner_protocol.h"
 
@@ -51,7 +52,29 @@ TEST(ParseExecuteRequest, ErrorsNameTheField) {
       {R"({"code": "x", "limits": {"pids": 0}})", ErrorKind::kUnprocessable, "limits.pids"},
       {R"({"code": "x", "limits": {"typo": 1}})", ErrorKind::kUnprocessable, "limits.typo"},
       {R"({"code": "x", "limits": 3})", ErrorKind::kUnprocessable, "limits"},
-      {R"({"code": "x", "files": [{"name": "a"}]})", ErrorKind::kUnprocessable, "files"},
+      {R"({"code": "x", "files": [{"name": "a"}]})", ErrorKind::kUnprocessable, "files[0].name"},
+      {R"({"code": "x", "files": {"a": "b"}})", ErrorKind::kUnprocessable, "files"},
+      {R"({"code": "x", "files": [3]})", ErrorKind::kUnprocessable, "files[0]"},
+      {R"({"code": "x", "files": [{"content": "a"}]})", ErrorKind::kUnprocessable, "files[0].path"},
+      {R"({"code": "x", "files": [{"path": "a"}]})", ErrorKind::kUnprocessable, "files[0].content"},
+      {R"({"code": "x", "files": [{"path": "../x", "content": ""}]})", ErrorKind::kUnprocessable, "files[0].path"},
+      {R"({"code": "x", "files": [{"path": "/etc/x", "content": ""}]})", ErrorKind::kUnprocessable, "files[0].path"},
+      {R"({"code": "x", "files": [{"path": "a\u0000b", "content": ""}]})", ErrorKind::kUnprocessable,
+       "files[0].path"},
+      {R"({"code": "x", "files": [{"path": "a/", "content": ""}]})", ErrorKind::kUnprocessable, "files[0].path"},
+      {R"({"code": "x", "files": [{"path": "a", "content": "", "encoding": "hex"}]})", ErrorKind::kUnprocessable,
+       "files[0].encoding"},
+      {R"({"code": "x", "files": [{"path": "a", "content": "!!!!", "encoding": "base64"}]})",
+       ErrorKind::kUnprocessable, "files[0].content"},
+      {R"({"code": "x", "files": [{"path": "a", "content": "YQ", "encoding": "base64"}]})",
+       ErrorKind::kUnprocessable, "files[0].content"},
+      {R"({"code": "x", "files": [{"path": "a", "content": ""}, {"path": "b", "content": ""},
+                                  {"path": "a", "content": ""}]})", ErrorKind::kUnprocessable, "files[2].path"},
+      {R"({"code": "x", "files": [{"path": "d/e", "content": ""}, {"path": "d", "content": ""}]})",
+       ErrorKind::kUnprocessable, "files[1].path"},
+      {R"({"code": "x", "files": [{"path":"1","content":""},{"path":"2","content":""},{"path":"3","content":""},
+                                  {"path":"4","content":""},{"path":"5","content":""}]})",
+       ErrorKind::kUnprocessable, "files"},
       {R"({"code": "xxxxxxxxxxx"})", ErrorKind::kPayloadTooLarge, "code"},
       {R"([1])", ErrorKind::kUnprocessable, ""},
       {R"({"code": )", ErrorKind::kUnprocessable, ""},
@@ -59,6 +82,7 @@ TEST(ParseExecuteRequest, ErrorsNameTheField) {
   };
   RequestCaps caps;
   caps.max_code_bytes = 10;
+  caps.max_files = 4;
   for (const Case& c : cases) {
     ExecuteRequest r;
     ApiError e;
@@ -66,6 +90,47 @@ TEST(ParseExecuteRequest, ErrorsNameTheField) {
     EXPECT_EQ(e.kind, c.kind) << c.body;
     EXPECT_EQ(e.field, c.field) << c.body << ": " << e.message;
     EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(ParseExecuteRequest, Files) {
+  ExecuteRequest r;
+  ApiError e;
+  ASSERT_TRUE(Parse(R"j({"code": "x", "files": [
+      {"path": "data/in.csv", "content": "a,b\n1,2\n"},
+      {"path": "raw.bin", "content": "AP8=", "encoding": "base64"},
+      {"path": "wrapped", "content": "aGVs\r\nbG8=\n", "encoding": "base64"},
+      {"path": "data/x", "content": "caf\u00e9", "encoding": null},
+      {"path": "dat", "content": ""}]})j",
+                    &r, &e))
+      << e.message;
+  ASSERT_EQ(r.files.size(), 5u);
+  EXPECT_EQ(r.files[0].path, "data/in.csv");
+  EXPECT_EQ(r.files[0].content, "a,b\n1,2\n");
+  EXPECT_EQ(r.files[1].content, std::string("\0\xff", 2));
+  EXPECT_EQ(r.files[2].content, "hello");
+  EXPECT_EQ(r.files[3].content, "caf\xc3\xa9");
+  // The error names the escaped path, and the fips-style loc splits the index.
+  ASSERT_FALSE(Parse(R"({"code": "x", "files": [{"path": "ok", "content": ""}, {"path": "../\n", "content": ""}]})",
+                     &r, &e));
+  EXPECT_EQ(e.field, "files[1].path");
+  EXPECT_NE(e.message.find("\"../\\x0a\""), std::string::npos) << e.message;
+  std::string json = ErrorToJson(e, "req");
+  EXPECT_NE(json.find(R"("loc":["body","files",1,"path"])"), std::string::npos) << json;
+}
+
+TEST(Base64, RoundTripAndStrictness) {
+  for (std::string s : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
+                        std::string("\0\xff\x10\x80", 4), std::string(1000, '\xfe')}) {
+    std::string out;
+    ASSERT_TRUE(Base64Decode(Base64Encode(s), &out)) << s;
+    EXPECT_EQ(out, s);
+    EXPECT_EQ(Base64DecodedSize(Base64Encode(s)), s.size());
+  }
+  EXPECT_EQ(Base64Encode("hello"), "aGVsbG8=");
+  std::string out;
+  for (const char* bad : {"a", "ab", "abc", "a===", "ab=c", "ab==ab==", "YR==", "YWJ=", "ab cd", "-_==", "===="}) {
+    EXPECT_FALSE(Base64Decode(bad, &out)) << bad;
   }
 }
 
@@ -243,11 +308,87 @@ TEST(RunnerEvents, AWideResultStopsAtTheNodeBudget) {
 TEST(RunnerEvents, ABatchIsBounded) {
   // More events in one batch than any runner writes: the rest are dropped.
   std::string channel;
-  for (int i = 0; i < 100; ++i) channel += "{\"type\":\"result\",\"data\":{\"text/plain\":\"x\"}}\n";
+  // (A batch holds results, file events and a few more: 64 + kMaxFileEvents.)
+  for (int i = 0; i < 250; ++i) channel += "{\"type\":\"result\",\"data\":{\"text/plain\":\"x\"}}\n";
   channel += "{\"type\":\"end\",\"exit_code\":0}\n";
   RunnerEvents ev = ParseRunnerEvents(channel, false);
-  EXPECT_EQ(ev.malformed_lines, 36);
+  EXPECT_EQ(ev.malformed_lines, static_cast<int>(250 - (64 + kMaxFileEvents)));
+  EXPECT_TRUE(ev.truncated);
   EXPECT_EQ(ev.displays.size(), 64u);
+}
+
+TEST(RunnerEvents, FileEvents) {
+  std::string ch =
+      R"({"type":"file","path":"out.csv","size":3,"content":"YWJj","truncated":false})"
+      "\n"
+      R"({"type":"file","path":"big.bin","size":100,"content":"YQ==","truncated":true})"
+      "\n"
+      // Malformed: bad path, bad base64, content larger than size, untruncated short content, no size.
+      R"({"type":"file","path":"../x","size":1,"content":"YQ==","truncated":false})"
+      "\n"
+      R"({"type":"file","path":"a","size":1,"content":"Y","truncated":false})"
+      "\n"
+      R"({"type":"file","path":"a","size":0,"content":"YQ==","truncated":true})"
+      "\n"
+      R"({"type":"file","path":"a","size":5,"content":"YQ==","truncated":false})"
+      "\n"
+      R"({"type":"file","path":"a","content":"YQ=="})"
+      "\n"
+      R"({"type":"file","path":{"x":1},"size":1,"content":"YQ=="})"
+      "\n"
+      R"({"type":"truncated","what":"files","dropped":2})"
+      "\n"
+      R"({"type":"end","exit_code":0})"
+      "\n";
+  RunnerEvents ev = ParseRunnerEvents(ch, false);
+  ASSERT_EQ(ev.files.size(), 2u);
+  EXPECT_EQ(ev.files[0].path, "out.csv");
+  EXPECT_EQ(ev.files[0].size, 3);
+  EXPECT_EQ(ev.files[0].content_base64, "YWJj");
+  EXPECT_FALSE(ev.files[0].truncated);
+  EXPECT_TRUE(ev.files[1].truncated);
+  EXPECT_TRUE(ev.files_truncated);
+  EXPECT_FALSE(ev.truncated);  // results were not cut
+  EXPECT_EQ(ev.malformed_lines, 6);
+  // Bounded: more file events than kMaxFileEvents are dropped and flagged.
+  std::string flood;
+  for (size_t i = 0; i < kMaxFileEvents + 10; ++i) {
+    flood += R"({"type":"file","path":"f)" + std::to_string(i) + R"(","size":0,"content":"","truncated":false})" "\n";
+  }
+  flood += R"({"type":"end","exit_code":0})" "\n";
+  RunnerEvents f = ParseRunnerEvents(flood, false);
+  EXPECT_EQ(f.files.size(), kMaxFileEvents);
+  EXPECT_TRUE(f.files_truncated);
+  // No end event: no files (what user code may have forged before dying).
+  RunnerEvents none = ParseRunnerEvents(
+      R"({"type":"file","path":"a","size":1,"content":"YQ==","truncated":false})" "\n", false);
+  EXPECT_TRUE(none.files.empty());
+}
+
+TEST(Responses, FilesInBothShapes) {
+  ExecuteResponse r;
+  EXPECT_EQ(CompatExecuteToJson(r).find("files"), std::string::npos);  // the fips body stays exact
+  EXPECT_NE(V1ExecuteToJson(r).find(R"("files":[])"), std::string::npos);
+  r.files.push_back({"chart.png", 4, "iVBORw==", false});
+  r.files_truncated = true;
+  std::string v1 = V1ExecuteToJson(r);
+  EXPECT_NE(v1.find(R"({"content":"iVBORw==","path":"chart.png","size":4,"truncated":false})"), std::string::npos)
+      << v1;
+  EXPECT_NE(v1.find(R"("files":true)"), std::string::npos) << v1;
+  std::string compat = CompatExecuteToJson(r);
+  EXPECT_NE(compat.find(R"("path":"chart.png")"), std::string::npos) << compat;
+  EXPECT_NE(compat.find(R"("files_truncated":true)"), std::string::npos) << compat;
+}
+
+TEST(RunnerConfig, Files) {
+  RunnerConfig c;
+  EXPECT_EQ(RunnerConfigToJson(c).find("files"), std::string::npos);
+  c.files.push_back({"in/a.bin", std::string("\0\xff", 2)});
+  c.max_out_files = 3;
+  c.max_out_bytes = 100;
+  std::string j = RunnerConfigToJson(c);
+  EXPECT_NE(j.find(R"("files":[{"content":"AP8=","path":"in/a.bin"}])"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("max_out_files":3)"), std::string::npos) << j;
 }
 
 TEST(ProgramEnd, OnlyAnEndEventAsTheLastWholeLine) {

@@ -30,10 +30,19 @@ resources: {timeout_max: 5, timeout_default: 2}
 audit: {mode: {ast_scan: observe, runtime_imports: observe}}
 )";
 
+// Small file caps (named so that it is not the default profile).
+constexpr const char* kFiles = R"(name: zfiles
+description: small file caps
+imports:
+  allowed: [math]
+resources: {timeout_max: 5, timeout_default: 2}
+files: {max_in_bytes: 10, max_out_bytes: 6, max_out_files: 2}
+)";
+
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto set = profile::ParseProfiles({{"strict.yaml", kStrict}, {"watch.yaml", kWatch}});
+    auto set = profile::ParseProfiles({{"strict.yaml", kStrict}, {"watch.yaml", kWatch}, {"zfiles.yaml", kFiles}});
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     ServiceOptions o;
     o.profiles = std::move(*set);
@@ -73,6 +82,49 @@ TEST_F(ServiceTest, RunVerdictBuildsTheSpec) {
   EXPECT_NE(plan.spec.files[2].content.find(R"("allowed_imports":["math"])"), std::string::npos);
   EXPECT_EQ(plan.spec.extra_fd, -1);  // the channel is made at Start()
   for (const std::string& e : plan.spec.env) EXPECT_EQ(e.find("AIRLOCK"), std::string::npos) << e;
+}
+
+TEST_F(ServiceTest, FilesAreCappedInAndOut) {
+  model::ExecuteRequest r;
+  r.code = "print(1)";
+  r.profile = "zfiles";
+  r.files = {{"a.txt", "12345"}, {"d/b.bin", "678901"}};  // 11 bytes > max_in_bytes 10
+  Prepared over = svc_->Prepare(r, "req_files");
+  ASSERT_EQ(over.verdict, Verdict::kInvalid);
+  EXPECT_EQ(over.error.kind, model::ErrorKind::kPayloadTooLarge);
+  EXPECT_EQ(over.error.field, "files");
+  EXPECT_NE(over.error.message.find("max_in_bytes"), std::string::npos) << over.error.message;
+  r.files.pop_back();
+  Prepared p = svc_->Prepare(r, "req_files");
+  ASSERT_EQ(p.verdict, Verdict::kRun) << p.error.message;
+  const std::string& cfg = p.plan->spec.files[2].content;
+  EXPECT_NE(cfg.find(R"("files":[{"content":"MTIzNDU=","path":"a.txt"}])"), std::string::npos) << cfg;
+  EXPECT_NE(cfg.find(R"("max_out_files":2)"), std::string::npos) << cfg;
+  EXPECT_NE(cfg.find(R"("max_out_bytes":6)"), std::string::npos) << cfg;
+  // The channel may carry the profiles' file budgets on top of the 8 MiB.
+  EXPECT_GT(svc_->max_event_bytes(), size_t{8} << 20);
+
+  // What the (untrusted) channel claims is capped again: 3 well-formed file
+  // events of 3 bytes each, the profile allows 2 files and 6 bytes.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string events;
+  for (const char* name : {"f1", "f2", "f3"}) {
+    events += std::string(R"({"type":"file","path":")") + name + R"(","size":3,"content":"YWJj","truncated":false})" "\n";
+  }
+  events += R"({"type":"end","exit_code":0})" "\n";
+  ASSERT_EQ(::write(fds[1], events.data(), events.size()), static_cast<ssize_t>(events.size()));
+  ::close(fds[1]);
+  ChannelBuffer channel(svc_->max_event_bytes());
+  while (channel.ReadFrom(fds[0])) {
+  }
+  ::close(fds[0]);
+  exec::RunResult result;
+  model::ExecuteResponse resp = svc_->Complete(*p.plan, result, channel);
+  ASSERT_EQ(resp.files.size(), 2u);
+  EXPECT_EQ(resp.files[0].path, "f1");
+  EXPECT_EQ(resp.files[1].path, "f2");
+  EXPECT_TRUE(resp.files_truncated);
 }
 
 TEST_F(ServiceTest, DefaultTimeoutAndRange) {
