@@ -64,7 +64,7 @@ class FilesRoundTrip(unittest.TestCase):
                 "df['temp_f'] = df['temp_c'] * 9 / 5 + 32\n"
                 "df.to_csv('weather_f.csv', index=False)\n"
                 "len(df)\n")
-        status, body = server.execute(code, path="/v1/execute", profile="data-science",
+        status, body = server.execute(code, path="/v1/execute", profile="data-science", timeout=30,
                                       files=[{"path": "data/weather.csv", "content": csv.decode()}])
         self.assertEqual(status, 200, body)
         assert_mode(self, body)

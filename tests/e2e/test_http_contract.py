@@ -241,7 +241,8 @@ class TestV1Execute(unittest.TestCase):
         self.assertEqual(body["results"], [{"is_main_result": True, "data": {"text/plain": "42"}}])
         self.assertIsNone(body["error"])
         self.assertIsNone(body["kill_reason"])
-        self.assertEqual(body["truncated"], {"stdout": False, "stderr": False, "results": False})
+        self.assertEqual(body["truncated"], {"stdout": False, "stderr": False, "results": False, "files": False})
+        self.assertEqual(body["files"], [])  # the run wrote no file
         self.assertGreater(body["duration_ms"], 0)
         self.assertIn("cpu_ms", body["usage"])
         # Warm runs report the runner's own peak (its end event), cold ones their init's rusage:
