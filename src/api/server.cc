@@ -437,7 +437,9 @@ class Session : public std::enable_shared_from_this<Session> {
     state_ = State::kReading;
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
-    parser_->body_limit(s_.opt.max_body_bytes);
+    // The larger of the two caps while the header is read (Beast checks a
+    // Content-Length against it then); OnHeader sets the route's own.
+    parser_->body_limit(std::max<uint64_t>(s_.opt.max_body_bytes, static_cast<uint64_t>(s_.opt.max_file_bytes)));
     stream_.expires_after(Ms(timeout_s));
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](const error_code& ec, size_t) { self->OnHeader(ec); });
@@ -449,9 +451,15 @@ class Session : public std::enable_shared_from_this<Session> {
     // Everything that can refuse a request on its headers alone does so here:
     // before the body is read and before "100 Continue" invites it.
     if (!ScreenHeaders()) return;
-    // A session file upload is a raw body of its own cap, not a JSON request.
+    // A session file upload is a raw body of its own cap (--max-file); every
+    // other body, --max-body.
+    body_limit_ = s_.opt.max_body_bytes;
     if (req_.session_route && SessionRoutes::IsUpload(ToString(parser_->get().method_string()), path_)) {
-      parser_->body_limit(static_cast<uint64_t>(s_.opt.max_file_bytes));
+      body_limit_ = static_cast<uint64_t>(s_.opt.max_file_bytes);
+    }
+    parser_->body_limit(body_limit_);
+    if (auto length = parser_->content_length(); length && *length > body_limit_) {
+      return OnReadError(http::error::body_limit);
     }
     auto expect = parser_->get()[http::field::expect];
     if (beast::iequals(expect, "100-continue") && !parser_->is_done()) {
@@ -478,7 +486,8 @@ class Session : public std::enable_shared_from_this<Session> {
       if (state_ == State::kReading) BeginRequest();
       req_.keep_alive = false;
       FinishError({model::ErrorKind::kPayloadTooLarge,
-                   "request body is larger than " + std::to_string(s_.opt.max_body_bytes) + " bytes",
+                   "request body is larger than " + std::to_string(body_limit_) + " bytes" +
+                       (body_limit_ == s_.opt.max_body_bytes ? "" : " (--max-file)"),
                    ""},
                   {});
       return;
@@ -639,6 +648,7 @@ class Session : public std::enable_shared_from_this<Session> {
   State state_ = State::kReading;
   Request req_;
   uint64_t watch_gen_ = 0;
+  uint64_t body_limit_ = 0;  // this request's cap on its body (OnHeader)
 };
 
 // The probes stay open to anyone (a kubelet sends its own Host); every other

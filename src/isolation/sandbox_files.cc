@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/fsuid.h>
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -262,10 +263,35 @@ StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t m
   return out;
 }
 
+// The calling thread's file-system identity (setfsuid/setfsgid are per
+// thread) set to the sandbox user's for a scope: what is created is made by
+// that user, with that user's permissions and none of ours. Needed, not only
+// polite: a sandbox's tmpfs belongs to its user namespace, where the server's
+// own uid is not mapped, so an inode the server made as itself could not be
+// given an owner there (EOVERFLOW).
+class AsSandboxUser {
+ public:
+  AsSandboxUser(uid_t uid, gid_t gid) {
+    old_gid_ = static_cast<gid_t>(::setfsgid(gid));
+    old_uid_ = static_cast<uid_t>(::setfsuid(uid));
+  }
+  ~AsSandboxUser() {
+    ::setfsuid(old_uid_);
+    ::setfsgid(old_gid_);
+  }
+  AsSandboxUser(const AsSandboxUser&) = delete;
+  AsSandboxUser& operator=(const AsSandboxUser&) = delete;
+
+ private:
+  uid_t old_uid_;
+  gid_t old_gid_;
+};
+
 Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents) {
   RETURN_IF_ERROR(CheckSandboxPath(path));
   struct stat rst;
   if (::fstat(root, &rst) != 0) return ErrnoError("write " + Shown(path) + ": fstat of the sandbox root");
+  AsSandboxUser as_user(rst.st_uid, rst.st_gid);
   ASSIGN_OR_RETURN(UniqueFd parent, OpenParent(root, path, make_parents, rst.st_uid, rst.st_gid));
   std::string leaf = SplitParent(path).second;
   // What is there now: only a regular file may be replaced. (The sandbox may

@@ -114,6 +114,13 @@ std::optional<std::unique_ptr<LiveSession>> SessionManager::NewRun(const std::st
   model::RunnerConfig first = plan.warm_config;
   first.code = "";
   first.session = true;
+  if (base.limits.disk) {
+    *error = {model::ErrorKind::kUnprocessable,
+              "limits.disk: a session's disk is its profile's (" + std::to_string(plan.limits.disk_bytes) +
+                  " bytes; its warm runs are made with it); leave this field out",
+              "limits.disk"};
+    return std::nullopt;
+  }
   exec::SessionHandOff h = svc_.pool()->TakeSession(plan.profile_name, plan.spec, model::RunnerConfigToJson(first));
   if (!h.ok()) {
     *error = {model::ErrorKind::kUnavailable,

@@ -360,6 +360,180 @@ class TestSessions(unittest.TestCase):
         self.assertEqual(metric_value(text, "airlock_cgroups_leaked"), 0)
 
 
+class TestSessionFiles(unittest.TestCase):
+    """The file API of a session, from the host side: the server touches the session's files
+    as if it were inside it (docs/security.md, Files)."""
+
+    def setUp(self):
+        self.c = SessionClient(server)
+        self.made = []
+
+    def tearDown(self):
+        for sid in self.made:
+            self.c.delete(sid)
+
+    def new(self, profile=PROFILE):
+        sid = self.c.create(profile=profile)[2]["id"]
+        self.made.append(sid)
+        return sid
+
+    def put(self, sid, path, data):
+        status, _, body = server.request("PUT", f"/v1/sessions/{sid}/files/{path}", body=data,
+                                         headers={"Content-Type": "application/octet-stream"})
+        return status, json.loads(body) if body else None
+
+    def get_file(self, sid, path, headers=None, timeout=30):
+        status, hdrs, body = server.request("GET", f"/v1/sessions/{sid}/files/{path}", headers=headers,
+                                            timeout=timeout)
+        return status, hdrs, body
+
+    def run_ok(self, sid, code, **kw):
+        status, body = self.c.execute(sid, code, **kw)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["exit_code"], 0, body)
+        return body
+
+    def test_pandas_csv_round_trip(self):
+        sid = self.new("data-science")
+        rows = "".join(f"{r},{i},{i * 1.5}\n" for i, r in enumerate(["north", "south", "east", "west"] * 25))
+        csv = ("region,units,price\n" + rows).encode()
+        status, body = self.put(sid, "in/sales.csv", csv)
+        self.assertEqual((status, body["size"]), (201, len(csv)), body)
+        self.run_ok(sid, "import pandas as pd\ndf = pd.read_csv('in/sales.csv')")
+        self.run_ok(sid, "df.groupby('region').sum().to_csv('out.csv')")
+        status, hdrs, data = self.get_file(sid, "out.csv")
+        self.assertEqual(status, 200)
+        self.assertTrue(hdrs["content-type"].startswith("text/csv"))
+        # The same transform on the host, with the same pandas: byte for byte.
+        import io
+        import pandas as pd
+        expected = pd.read_csv(io.BytesIO(csv)).groupby("region").sum().to_csv().encode()
+        self.assertEqual(data, expected)
+        status, listing = self.c.get(f"/v1/sessions/{sid}/files")
+        paths = {f["path"]: f for f in listing["files"]}
+        self.assertEqual(paths["in/sales.csv"]["size"], len(csv))
+        self.assertEqual(paths["in"]["type"], "directory")
+        self.assertIn("out.csv", paths)
+        status, sub = self.c.get(f"/v1/sessions/{sid}/files?path=in")
+        self.assertEqual([f["path"] for f in sub["files"]], ["in/sales.csv"])
+        # A range, and a delete.
+        status, hdrs, part = self.get_file(sid, "in/sales.csv", headers={"Range": "bytes=0-5"})
+        self.assertEqual((status, part, hdrs["content-range"]), (206, csv[:6], f"bytes 0-5/{len(csv)}"))
+        status, hdrs, part = self.get_file(sid, "in/sales.csv", headers={"Range": "bytes=-4"})
+        self.assertEqual((status, part), (206, csv[-4:]))
+        self.assertEqual(self.get_file(sid, "in/sales.csv", headers={"Range": f"bytes={len(csv)}-"})[0], 416)
+        self.assertEqual(server.request("DELETE", f"/v1/sessions/{sid}/files/out.csv")[0], 204)
+        self.assertEqual(self.get_file(sid, "out.csv")[0], 404)
+        # The session sees what the API did.
+        self.assertEqual(self.run_ok(sid, "print(len(df))")["stdout"], "100\n")
+
+    def test_a_figure_saved_in_the_session_downloads_as_png(self):
+        sid = self.new("visualization")
+        self.run_ok(sid, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.savefig('fig.png')")
+        status, hdrs, data = self.get_file(sid, "fig.png")
+        self.assertEqual(status, 200)
+        self.assertEqual(hdrs["content-type"], "image/png")
+        self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertEqual(int(hdrs["content-length"]), len(data))
+
+    def test_what_the_session_plants_never_reaches_the_host(self):
+        sid = self.new()
+        self.run_ok(sid, "import os, socket\n"
+                         "os.symlink('/etc/shadow', 'shadow')\n"
+                         "os.symlink('/proc/1/root/etc/passwd', 'passwd')\n"
+                         "os.symlink('/', 'rootdir')\n"
+                         "os.mkfifo('fifo')\n"
+                         "s = socket.socket(socket.AF_UNIX); s.bind('sock')\n"
+                         "open('real.txt', 'w').write('mine')\n"
+                         "os.link('real.txt', 'hard.txt')\n"
+                         "with open('sparse', 'wb') as f:\n"
+                         "    f.truncate(60 << 20)\n"
+                         "open('new\\nline', 'w').write('nl')\n")
+        host_secret = open("/etc/passwd", "rb").read()[:32]
+        for path in ("shadow", "passwd", "rootdir/etc/passwd", "fifo", "sock"):
+            start = time.monotonic()
+            status, _, data = self.get_file(sid, path, timeout=10)
+            self.assertLess(time.monotonic() - start, 5, f"{path}: the read hung")
+            self.assertIn(status, (404, 409), (path, status, data[:200]))
+            self.assertNotIn(host_secret, data)
+            self.assertNotIn(b"root:", data)
+        # Writing through a planted link is refused: nothing is written outside.
+        self.assertEqual(self.put(sid, "shadow", b"owned")[0], 409)
+        self.assertEqual(self.put(sid, "rootdir/tmp/x", b"owned")[0], 409)
+        self.assertFalse(os.path.exists("/tmp/x") and open("/tmp/x", "rb").read() == b"owned")
+        # A sparse file past the download cap (the sandbox's RLIMIT_FSIZE stops it at its disk
+        # size): 413, at once; a range of it reads only what is asked.
+        start = time.monotonic()
+        status, _, data = self.get_file(sid, "sparse")
+        self.assertEqual(status, 413, data[:200])
+        self.assertLess(time.monotonic() - start, 5)
+        status, _, data = self.get_file(sid, "sparse", headers={"Range": "bytes=0-9"})
+        self.assertEqual((status, data), (206, b"\0" * 10))
+        # The hard link is the session's own file (same file system): allowed, and only that.
+        self.assertEqual(self.get_file(sid, "hard.txt")[2], b"mine")
+        self.assertEqual(self.get_file(sid, "new%0Aline")[2], b"nl")
+        # Bad paths are refused before anything is opened.
+        for bad in ("%2e%2e/etc/passwd", "a/%2e%2e/%2e%2e/etc/passwd", "%2fetc%2fpasswd", "a%00b", "a//b"):
+            status, _, data = self.get_file(sid, bad)
+            self.assertEqual(status, 400, (bad, data))
+        # The listing does not follow links and shows only files and directories.
+        status, listing = self.c.get(f"/v1/sessions/{sid}/files")
+        names = {f["path"] for f in listing["files"]}
+        self.assertTrue({"real.txt", "hard.txt", "sparse"} <= names, names)
+        self.assertFalse({"shadow", "passwd", "rootdir", "fifo", "sock"} & names, names)
+        # A removed link leaves its target alone.
+        self.assertEqual(server.request("DELETE", f"/v1/sessions/{sid}/files/shadow")[0], 204)
+        self.assertTrue(os.path.exists("/etc/shadow"))
+        status, _, _ = server.get("/healthz")
+        self.assertEqual(status, 200)
+
+    def test_uploads_count_against_the_session_disk(self):
+        sid = self.new("general")  # 64 MiB of disk; uploads of at most --max-file (32M)
+        self.assertEqual(self.put(sid, "a.bin", b"\0" * (30 << 20))[0], 201)
+        self.assertEqual(self.put(sid, "b.bin", b"\0" * (30 << 20))[0], 201)
+        status, body = self.put(sid, "c.bin", b"\0" * (30 << 20))
+        self.assertEqual(status, 413, body)  # the tmpfs is full
+        self.assertEqual(self.put(sid, "huge.bin", b"\0" * (33 << 20))[0], 413)  # over --max-file
+        self.assertEqual(server.request("DELETE", f"/v1/sessions/{sid}/files/a.bin")[0], 204)
+        self.assertEqual(self.put(sid, "small.bin", b"x" * 1000)[0], 201)
+        # A written file belongs to the session's user: the session can change and delete it.
+        status, out = self.c.execute(sid, "open('small.bin', 'a').write('y')\nprint(len(open('small.bin').read()))")
+        self.assertEqual(out["stdout"], "1001\n", out)
+
+    def test_a_streamed_call(self):
+        sid = self.new()
+        self.run_ok(sid, "import time\nstate = 'kept'")
+        conn = server.connection(30)
+        t0 = time.monotonic()
+        conn.request("POST", f"/v1/sessions/{sid}/execute",
+                     body=json.dumps({"code": "print(state, flush=False)\ntime.sleep(1)\nprint('later')\n7"}),
+                     headers={"Content-Type": "application/json", "Accept": "application/x-ndjson"})
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        self.assertTrue(resp.getheader("Content-Type").startswith("application/x-ndjson"))
+        events, first_at = [], None
+        for line in resp:
+            ev = json.loads(line)
+            events.append(ev)
+            if ev["type"] == "stdout" and first_at is None:
+                first_at = time.monotonic() - t0
+        conn.close()
+        types = [e["type"] for e in events if e["type"] != "keepalive"]
+        self.assertEqual(types[-1], "end_of_execution")
+        self.assertIn("result", types)
+        self.assertEqual("".join(e["text"] for e in events if e["type"] == "stdout"), "kept\nlater\n")
+        self.assertLess(first_at, 0.9, "the first line came only with the second")
+        end = events[-1]
+        self.assertEqual(end["execution_count"], 2)
+        self.assertTrue(end["session"]["alive"])
+        # Refusals before the call runs are plain JSON with their status.
+        status, _, data = server.request("POST", "/v1/sessions/s1-00000000-" + "0" * 32 + "/execute",
+                                         body=json.dumps({"code": "1"}),
+                                         headers={"Content-Type": "application/json", "Accept": "application/x-ndjson"})
+        self.assertEqual(status, 404)
+        self.assertEqual(json.loads(data)["code"], "session_not_found")
+
+
 class TestLimitsAndLifetimes(unittest.TestCase):
     """A server of its own: two sessions at most, short idle timeout and TTL."""
 
