@@ -144,6 +144,7 @@ struct Parsed {
   std::optional<Language> language;
   std::optional<Network> network;
   std::optional<int64_t> max_in, max_out, max_out_files;
+  std::optional<double> session_idle, session_max_idle, session_ttl, session_max_ttl;
   std::optional<bool> matplotlib;
 };
 
@@ -368,7 +369,7 @@ class FileParser {
     RETURN_IF_ERROR(ForEachKey(
         root, 1, "",
         {"name", "description", "extends", "imports", "blocklist", "preimport", "resources",
-         "scan_stages", "audit", "language", "network", "files", "matplotlib"},
+         "scan_stages", "audit", "language", "network", "files", "sessions", "matplotlib"},
         [&](const std::string& key, const YAML::Node& v, int line) -> Status {
           Note(key, v, line);
           if (key == "name") {
@@ -424,6 +425,8 @@ class FileParser {
             p_.network = Network::kNone;
           } else if (key == "files") {
             return ParseFiles(key, v, line);
+          } else if (key == "sessions") {
+            return ParseSessions(key, v, line);
           } else if (key == "matplotlib") {
             ASSIGN_OR_RETURN(p_.matplotlib, Bool(key, v, line));
           }
@@ -647,6 +650,19 @@ class FileParser {
         });
   }
 
+  Status ParseSessions(const std::string& key, const YAML::Node& v, int line) {
+    return ForEachKey(v, line, key, {"idle_timeout", "max_idle_timeout", "ttl", "max_ttl"},
+                      [&](const std::string& k, const YAML::Node& val, int l) -> Status {
+                        Note(k, val, l);
+                        ASSIGN_OR_RETURN(double secs, Seconds(k, val, l, 366.0 * 86400));
+                        if (k == "sessions.idle_timeout") p_.session_idle = secs;
+                        if (k == "sessions.max_idle_timeout") p_.session_max_idle = secs;
+                        if (k == "sessions.ttl") p_.session_ttl = secs;
+                        if (k == "sessions.max_ttl") p_.session_max_ttl = secs;
+                        return Status::Ok();
+                      });
+  }
+
   Status ParseFiles(const std::string& key, const YAML::Node& v, int line) {
     return ForEachKey(v, line, key, {"max_in_bytes", "max_out_bytes", "max_out_files"},
                       [&](const std::string& k, const YAML::Node& val, int l) -> Status {
@@ -769,6 +785,10 @@ StatusOr<Resolved> Resolve(const Resolved* parent, const Parsed& c) {
   Set(&p.files.max_in_bytes, c.max_in);
   Set(&p.files.max_out_bytes, c.max_out);
   Set(&p.files.max_out_files, c.max_out_files);
+  Set(&p.sessions.idle_timeout_s, c.session_idle);
+  Set(&p.sessions.max_idle_timeout_s, c.session_max_idle);
+  Set(&p.sessions.ttl_s, c.session_ttl);
+  Set(&p.sessions.max_ttl_s, c.session_max_ttl);
   Set(&p.matplotlib, c.matplotlib);
 
   // Rules across keys.

@@ -76,6 +76,15 @@ struct FileLimits {
   int64_t max_out_files = 64;          // number of files returned
 };
 
+// Lifetimes of the profile's sessions (docs/api.md, Sessions), in seconds;
+// 0: the server's flag (--session-idle-timeout and friends).
+struct SessionLifetimes {
+  double idle_timeout_s = 0;      // default idle expiry
+  double max_idle_timeout_s = 0;  // the most a request may ask
+  double ttl_s = 0;               // default hard lifetime
+  double max_ttl_s = 0;           // the most a request may ask
+};
+
 struct Profile {
   std::string name;         // [a-z0-9][a-z0-9_-]*, the file's stem
   std::string description;  // verbatim (a `>` scalar keeps its trailing newline)
@@ -95,6 +104,7 @@ struct Profile {
   Language language = Language::kPython;
   Network network = Network::kNone;
   FileLimits files;
+  SessionLifetimes sessions;
   bool matplotlib = false;  // capture figures (Agg backend) as image/png results
 
   // Whether `import module` is allowed: true when any_import, or when the

@@ -147,17 +147,25 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
   }
   profile::EffectiveLimits limits = p.plan->limits;
   const std::string profile_name = p.plan->profile_name;
-  double idle = request.idle_timeout_s.value_or(opt_.idle_timeout_s);
-  double ttl = request.ttl_s.value_or(opt_.ttl_s);
-  if (idle > opt_.max_idle_timeout_s) {
+  // The profile's lifetimes where it sets them, the server's flags otherwise.
+  profile::SessionLifetimes life;
+  if (const profile::Profile* prof = svc_.profiles().Find(profile_name)) life = prof->sessions;
+  auto pick = [](double profile_value, double server_value) { return profile_value > 0 ? profile_value : server_value; };
+  const double max_idle = pick(life.max_idle_timeout_s, opt_.max_idle_timeout_s);
+  const double max_ttl = pick(life.max_ttl_s, opt_.max_ttl_s);
+  double idle = request.idle_timeout_s.value_or(std::min(pick(life.idle_timeout_s, opt_.idle_timeout_s), max_idle));
+  double ttl = request.ttl_s.value_or(std::min(pick(life.ttl_s, opt_.ttl_s), max_ttl));
+  if (idle > max_idle) {
     out.error = {model::ErrorKind::kUnprocessable,
-                 "idle_timeout: " + Secs(idle) + " s is over this server's ceiling of " + Secs(opt_.max_idle_timeout_s) + " s",
+                 "idle_timeout: " + Secs(idle) + " s is over the ceiling of " + Secs(max_idle) + " s (profile '" +
+                     profile_name + "')",
                  "idle_timeout"};
     return out;
   }
-  if (ttl > opt_.max_ttl_s) {
+  if (ttl > max_ttl) {
     out.error = {model::ErrorKind::kUnprocessable,
-                 "ttl: " + Secs(ttl) + " s is over this server's ceiling of " + Secs(opt_.max_ttl_s) + " s", "ttl"};
+                 "ttl: " + Secs(ttl) + " s is over the ceiling of " + Secs(max_ttl) + " s (profile '" + profile_name + "')",
+                 "ttl"};
     return out;
   }
   {
