@@ -265,7 +265,9 @@ class TestLimits(StreamCase):
         self.assertEqual(end["stdout"], ("x" * 99 + "\n") * 10)
 
     def test_timeout_while_streaming(self):
-        resp, events = stream({"code": "import time\nprint('started')\ntime.sleep(30)\n", "timeout": 1})
+        # Long enough for a cold start on a loaded host to print first (the clock starts at launch).
+        resp, events = stream({"code": "import time\nprint('started')\ntime.sleep(50)\n",
+                               "timeout": min(scaled(2), 40)})
         end = self.assertWellFormed(resp, events)
         self.assertEqual(text_of(events, "stdout"), "started\n")
         self.assertEqual(end["kill_reason"], "timeout")
