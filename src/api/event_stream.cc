@@ -67,7 +67,10 @@ void EventStream::Begin(int status, const std::vector<std::pair<std::string, std
 
 bool EventStream::Event(std::string_view type, std::string_view json, bool droppable) {
   if (stopped_ || ended_) return false;
-  if (droppable && queued_bytes() + json.size() > options_.max_queued_bytes) {
+  // An event into an empty queue always goes (so a bound smaller than one
+  // read of output does not starve a client that keeps up); behind others,
+  // only within the bound.
+  if (droppable && !queue_.empty() && queue_.size() + json.size() > options_.max_queued_bytes) {
     ++dropped_events_;
     return false;
   }

@@ -14,10 +14,12 @@
 //   es->FlushOutput();                            // what output held back (a split character)
 //   es->End("end_of_execution", final_json, [conn](bool ok) { ok ? conn->NextRequest() : conn->Close(); });
 //
-// Bounded memory per connection: output events (Output(), and Event(...,
-// droppable=true)) are dropped, and counted, while more than max_queued_bytes
-// wait to be handed to the kernel (a client that does not read); the
-// keepalive, non-droppable events and the final event always go. A write that
+// Bounded memory per connection: an output event (Output(), and Event(...,
+// droppable=true)) is dropped, and counted, when it would take the events
+// waiting behind the write in flight past max_queued_bytes (a client that
+// does not read); one always goes into an empty queue. So at most about twice
+// max_queued_bytes (the waiting events and the write in flight) plus one event
+// are held. The keepalive, non-droppable events and the final event always go. A write that
 // does not complete within write_timeout_s (the client stopped reading
 // entirely) counts as the client gone. The caller reports the counts
 // (dropped_events/dropped_bytes) in its final event.
@@ -96,7 +98,7 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   // Output events not sent because the client read too slowly, and their text bytes.
   uint64_t dropped_events() const { return dropped_events_; }
   uint64_t dropped_bytes() const { return dropped_bytes_; }
-  // Bytes waiting to be written (queued and in flight), for tests.
+  // Bytes waiting to be written (queued and in flight).
   size_t queued_bytes() const { return queue_.size() + writing_buf_.size(); }
   // The stats for the final event's "stream" member ("" when nothing was dropped).
   std::string StatsJson() const;
