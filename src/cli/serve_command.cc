@@ -93,7 +93,8 @@ int ServeCommand(const ServeFlags& flags) {
   options.max_code_bytes = static_cast<size_t>(max_code);
 
   isolation::HostOptions host_options;
-  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {
+  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error) ||
+      !ParseUidRange(flags.uid_range, &host_options.id_range, &error)) {
     std::cerr << "airlock: " << error << "\n";
     return 2;
   }
