@@ -25,12 +25,19 @@ isolation::ProbeItem HostIdsItem(const isolation::HostOptions& options, const St
     return item;
   }
   isolation::HostIdCheck check = isolation::CheckHostIdRange(range);
-  if (!host.ok() || !host->host_ids) {
-    item.detail = "range " + range.ToString() + ": " + (host.ok() ? "no pool" : host.status().ToString());
-    return item;
-  }
   std::string read;
   for (const std::string& c : check.checked) read += (read.empty() ? "" : ", ") + c;
+  if (!check.conflicts.empty()) {
+    item.detail = "range " + range.ToString() + " is not free:";
+    for (const std::string& c : check.conflicts) item.detail += " " + c + ";";
+    item.detail += " choose another with --uid-range START:COUNT";
+    return item;
+  }
+  if (!host.ok() || !host->host_ids) {
+    item.detail = "range " + range.ToString() + ": no entry in " + read + "; no block of it taken: " +
+                  (host.ok() ? std::string("no pool") : host.status().ToString());
+    return item;
+  }
   item.ok = true;
   item.detail = host->host_ids->Describe() + ": no entry in " + read +
                 "; no running process has an id of the block (/proc/*/status Uid, Gid, Groups; blocks held by other "

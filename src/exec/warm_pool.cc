@@ -655,9 +655,16 @@ struct WarmPool::Impl {
 };
 
 void WarmPool::Impl::Loop() {
+  Clock::time_point next_id_sweep{};
   while (!stop.load()) {
     CollectAdopted();
     auto now = Clock::now();
+    // A warm run's id comes back once its zygote has reaped it, after the
+    // server let go of the run: look for those every 100 ms or so.
+    if (host.host_ids && now >= next_id_sweep) {
+      host.host_ids->Sweep();
+      next_id_sweep = now + std::chrono::milliseconds(100);
+    }
     for (auto& pp : pools) {
       Pool& p = *pp;
       if (p.current && p.current->up && options.recycle_after > 0 &&

@@ -291,7 +291,7 @@ void HostIdPool::SweepLocked() {
 
 StatusOr<uint32_t> HostIdPool::Acquire() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (free_ == 0) SweepLocked();
+  SweepLocked();
   if (free_ == 0) {
     return Status(ErrorCode::kResourceExhausted,
                   "every host id of this server's block " + block_.ToString() + " is held by a live run (" +
@@ -313,6 +313,9 @@ StatusOr<uint32_t> HostIdPool::Acquire() {
 void HostIdPool::Release(uint32_t id, UniqueFd pidfd) {
   if (!block_.Contains(id)) return;
   std::lock_guard<std::mutex> lock(mu_);
+  // Swept on every call: the list (and the pidfds it holds) stays as long as
+  // the number of runs ended but not yet gone.
+  SweepLocked();
   if (!used_[id - block_.start]) return;
   if (pidfd && !Gone(pidfd.get())) {
     waiting_.push_back({id, std::move(pidfd)});
@@ -320,6 +323,11 @@ void HostIdPool::Release(uint32_t id, UniqueFd pidfd) {
   }
   used_[id - block_.start] = false;
   ++free_;
+}
+
+void HostIdPool::Sweep() {
+  std::lock_guard<std::mutex> lock(mu_);
+  SweepLocked();
 }
 
 size_t HostIdPool::FreeCount() {

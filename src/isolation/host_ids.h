@@ -92,6 +92,10 @@ class HostIdPool {
   void Release(uint32_t id, UniqueFd pidfd);
   // Ids free now (released ids whose process is gone are counted).
   size_t FreeCount();
+  // Gives back the released ids whose process is gone now, and closes their
+  // pidfds (Acquire and Release do it too; a warm pool, whose runs are reaped
+  // by their zygote after the server is done with them, calls it regularly).
+  void Sweep();
 
   const HostIdRange& range() const { return range_; }  // the configured range
   const HostIdRange& block() const { return block_; }  // this process's part of it
