@@ -3,6 +3,8 @@
 // coming back only once the process that held it is gone and reaped.
 #include "isolation/host_ids.h"
 
+#include "isolation/sandbox.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -187,6 +189,33 @@ TEST(HostIdPoolTest, ALeaseMovesWithItsRunAndAnEmptyOneHoldsNothing) {
   auto none = HostIdLease::Take(nullptr);
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(*none);
+}
+
+// The isolation report names the run's id and the range, or says, when there
+// is no range (a server that is not root), that the layer is degraded and why.
+TEST(HostIdReportTest, TheReportSaysWhichIdOrWhyNone) {
+  HostSetup root;
+  root.host_ids = HostIdPool::ForTesting({800000, 16});
+  IsolationReport r = MakeIsolationReport(root, true, 800003);
+  EXPECT_EQ(r.host_uid, 800003);
+  bool seen = false;
+  for (const LayerState& l : r.layers) {
+    if (l.name != "host_ids") continue;
+    seen = true;
+    EXPECT_TRUE(l.enforced);
+    EXPECT_NE(l.detail.find("800003"), std::string::npos) << l.detail;
+    EXPECT_NE(l.detail.find("range 800000:16"), std::string::npos) << l.detail;
+  }
+  EXPECT_TRUE(seen);
+  HostSetup user;
+  user.host_ids_why_not = "the server is not root, so every run's uid 1000 is the server's own uid 1234";
+  IsolationReport u = MakeIsolationReport(user, true, -1);
+  EXPECT_EQ(u.host_uid, -1);
+  for (const LayerState& l : u.layers) {
+    if (l.name != "host_ids") continue;
+    EXPECT_FALSE(l.enforced);
+    EXPECT_EQ(l.detail.rfind("degraded: the server is not root", 0), 0u) << l.detail;
+  }
 }
 
 }  // namespace
