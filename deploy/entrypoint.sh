@@ -17,6 +17,7 @@
 #   AIRLOCK_ALLOWED_HOSTS     --allowed-host per entry (comma or space separated), when airlock knows it
 #   AIRLOCK_ALLOWED_ORIGINS   --allowed-origin per entry, when airlock knows it
 #   AIRLOCK_ALLOW_DEGRADED    --allow-degraded (serve and check), e.g. cgroup
+#   AIRLOCK_UID_RANGE         --uid-range (serve and check), START:COUNT: host ids for runs
 #   AIRLOCK_PROFILES          --profiles
 #   AIRLOCK_DEFAULT_PROFILE   --default-profile
 #   AIRLOCK_AUDIT_LOG         --audit-log (- for stdout, "none" for no audit log)
@@ -58,13 +59,20 @@ degraded_flag() {
     printf '%s\n' "--allow-degraded=$AIRLOCK_ALLOW_DEGRADED"
   fi
 }
+uid_range_flag() {
+  if [ -n "${AIRLOCK_UID_RANGE:-}" ]; then
+    printf '%s\n' "--uid-range=$AIRLOCK_UID_RANGE"
+  fi
+}
 
 case "${1:-}" in
   check)
     shift
     remount_cgroups
     d=$(degraded_flag)
-    if [ -n "$d" ]; then exec "$AIRLOCK" check "$d" "$@"; fi
+    u=$(uid_range_flag)
+    if [ -n "$d" ]; then set -- "$d" "$@"; fi
+    if [ -n "$u" ]; then set -- "$u" "$@"; fi
     exec "$AIRLOCK" check "$@"
     ;;
   serve)
@@ -133,6 +141,7 @@ opt --drain-grace "${AIRLOCK_DRAIN_GRACE:-}"
 opt --pool-size "${AIRLOCK_POOL_SIZE:-}"
 opt --pool-recycle "${AIRLOCK_POOL_RECYCLE:-}"
 opt --allow-degraded "${AIRLOCK_ALLOW_DEGRADED:-}"
+opt --uid-range "${AIRLOCK_UID_RANGE:-}"
 case "${AIRLOCK_INSECURE:-}" in
   1|true|yes) given --insecure || push --insecure ;;
 esac

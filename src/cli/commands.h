@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "isolation/host_ids.h"
 
 namespace airlock::cli {
 
@@ -18,12 +21,14 @@ struct RunFlags {
   double cpus = 1.0;
   bool json = false;
   std::vector<std::string> allow_degraded;  // "cgroup", "landlock"
+  std::string uid_range;  // "START:COUNT"; "": the default range
 };
 
 int RunCommand(const RunFlags& flags);
 
 struct CheckFlags {
   std::vector<std::string> allow_degraded;
+  std::string uid_range;
   bool json = false;
 };
 
@@ -46,6 +51,7 @@ struct ServeFlags {
   double stream_keepalive_s = 5;      // streamed responses: a keepalive event after this long silent
   std::string stream_buffer = "1M";   // streamed responses: output bytes queued per connection
   std::vector<std::string> allow_degraded;
+  std::string uid_range;
   int64_t pool_size = 4;         // warm runs kept ready per profile; 0: warm path off
   int64_t pool_recycle = 5000;   // runs after which a zygote is replaced; 0: never
   double pool_recycle_s = 600;   // seconds after which a zygote is replaced; 0: never
@@ -66,6 +72,7 @@ struct McpFlags {
   std::string profiles_dir;
   std::string default_profile;
   std::vector<std::string> allow_degraded;
+  std::string uid_range;
   int64_t pool_size = 1;  // one agent host, one call at a time: a ready run per profile is enough
   double wait_ready_s = 0;  // wait up to this long for every warm pool before serving
 };
@@ -76,5 +83,7 @@ int McpCommand(const McpFlags& flags);
 int64_t ParseSize(const std::string& text);
 // --allow-degraded values -> isolation::Degradable bits; error text on unknown names.
 bool ParseDegradable(const std::vector<std::string>& names, uint32_t* bits, std::string* error);
+// --uid-range START:COUNT -> options->id_range ("" leaves the default); error text.
+bool ParseUidRange(const std::string& text, std::optional<isolation::HostIdRange>* range, std::string* error);
 
 }  // namespace airlock::cli

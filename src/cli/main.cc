@@ -7,6 +7,12 @@
 #include "exec/zygote_main.h"
 #include "service/embedded_runner.h"
 
+namespace {
+constexpr const char* kUidRangeHelp =
+    "Host ids reserved for runs, START:COUNT: each run's uid and gid is one of its own (root only; default "
+    "1879048192:65536, systemd's unused range; airlock processes sharing it take blocks of 1024)";
+}  // namespace
+
 int main(int argc, char** argv) {
   // The warm pool's zygote (exec/zygote_main.h): started by `serve` itself,
   // not a command for people, so not listed in --help.
@@ -31,6 +37,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--output", run.output, "Bytes kept per output stream")->capture_default_str();
   run_cmd->add_option("--cpus", run.cpus, "CPU bandwidth in cores")->capture_default_str()
       ->check(CLI::Range(0.01, 1024.0));
+  run_cmd->add_option("--uid-range", run.uid_range, kUidRangeHelp);
   run_cmd->add_flag("--json", run.json, "Print one JSON run result instead of the program's output");
   run_cmd->add_option("--allow-degraded", run.allow_degraded,
                       "Layers this host may lack: cgroup, landlock (default: none, fail closed)")
@@ -40,6 +47,7 @@ int main(int argc, char** argv) {
   CLI::App* check_cmd = app.add_subcommand("check", "Probe which isolation layers this host supports");
   check_cmd->add_option("--allow-degraded", check.allow_degraded, "Layers that may be missing: cgroup, landlock")
       ->delimiter(',');
+  check_cmd->add_option("--uid-range", check.uid_range, kUidRangeHelp);
   check_cmd->add_flag("--json", check.json, "Print the probe as JSON");
 
   airlock::cli::ServeFlags serve;
@@ -73,6 +81,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve_cmd->add_option("--allow-degraded", serve.allow_degraded, "Layers that may be missing: cgroup, landlock")
       ->delimiter(',');
+  serve_cmd->add_option("--uid-range", serve.uid_range, kUidRangeHelp);
   serve_cmd->add_option("--pool-size", serve.pool_size,
                         "Warm runs kept ready per profile (a zygote per profile forks them); 0: every run cold")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
@@ -108,6 +117,7 @@ int main(int argc, char** argv) {
   mcp_cmd->add_option("--default-profile", mcp.default_profile, "Profile of calls that name none");
   mcp_cmd->add_option("--allow-degraded", mcp.allow_degraded, "Layers that may be missing: cgroup, landlock")
       ->delimiter(',');
+  mcp_cmd->add_option("--uid-range", mcp.uid_range, kUidRangeHelp);
   mcp_cmd->add_option("--pool-size", mcp.pool_size, "Warm runs kept ready per profile; 0: every run cold")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{64}));
   mcp_cmd->add_option("--wait-ready", mcp.wait_ready_s,

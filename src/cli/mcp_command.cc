@@ -35,6 +35,7 @@ int McpCommand(const McpFlags& flags) {
   rf.profiles_dir = flags.profiles_dir;
   rf.default_profile = flags.default_profile;
   rf.allow_degraded = flags.allow_degraded;
+  rf.uid_range = flags.uid_range;
   rf.pool_size = flags.pool_size;
   int exit_code = 0;
   std::unique_ptr<Runtime> rt = BuildRuntime(rf, &exit_code);

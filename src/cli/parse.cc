@@ -39,4 +39,16 @@ bool ParseDegradable(const std::vector<std::string>& names, uint32_t* bits, std:
   return true;
 }
 
+bool ParseUidRange(const std::string& text, std::optional<isolation::HostIdRange>* range, std::string* error) {
+  range->reset();
+  if (text.empty()) return true;
+  auto r = isolation::ParseHostIdRange(text);
+  if (!r.ok()) {
+    *error = r.status().message();
+    return false;
+  }
+  *range = *r;
+  return true;
+}
+
 }  // namespace airlock::cli

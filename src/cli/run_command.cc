@@ -72,7 +72,8 @@ int RunCommand(const RunFlags& flags) {
 
   isolation::HostOptions host_options;
   std::string error;
-  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {
+  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error) ||
+      !ParseUidRange(flags.uid_range, &host_options.id_range, &error)) {
     std::cerr << "airlock: " << error << "\n";
     return 2;
   }

@@ -41,7 +41,8 @@ std::unique_ptr<Runtime> BuildRuntime(const RuntimeFlags& flags, int* exit_code)
   *exit_code = 2;
   isolation::HostOptions host_options;
   std::string error;
-  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {
+  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error) ||
+      !ParseUidRange(flags.uid_range, &host_options.id_range, &error)) {
     std::cerr << "airlock: " << error << "\n";
     return nullptr;
   }

@@ -20,6 +20,7 @@ struct RuntimeFlags {
   std::string profiles_dir;     // "": profile::DefaultProfilesDir()
   std::string default_profile;  // "": "minimal" when present
   std::vector<std::string> allow_degraded;
+  std::string uid_range;  // --uid-range; "": the default
   int64_t pool_size = 4;
   int64_t pool_recycle = 5000;
   double pool_recycle_s = 600;

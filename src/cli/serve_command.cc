@@ -119,7 +119,8 @@ int ServeCommand(const ServeFlags& flags) {
   options.stream_queue_bytes = static_cast<size_t>(stream_buffer);
 
   isolation::HostOptions host_options;
-  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error)) {
+  if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error) ||
+      !ParseUidRange(flags.uid_range, &host_options.id_range, &error)) {
     std::cerr << "airlock: " << error << "\n";
     return 2;
   }

@@ -145,9 +145,18 @@ struct Zygote {
   bool up = false;
   bool retiring = false;
   int spawns_asked = 0;  // kSpawn sent, no answer yet
+  // The host ids sent with those kSpawn, in order (the zygote answers in
+  // order); empty leases when the server has no id range.
+  std::deque<isolation::HostIdLease> asked_ids;
   Clock::time_point started = Clock::now();
   Clock::time_point up_at{};  // when it said up: PoolOptions::recycle_after_s counts from here
   std::string log_out, log_err;  // partial lines of the zygote's output
+
+  // A spawn never answered may have made a run: its id comes back only once
+  // the zygote is gone (and with it every process of its namespace).
+  ~Zygote() {
+    for (auto& lease : asked_ids) lease.Watch(launched.pidfd.get());
+  }
 };
 
 struct Pool {
@@ -478,17 +487,27 @@ struct WarmPool::Impl {
         if (!text.empty()) log::Warn("warm pool " + p.profile.name + ": preimport failed: " + text);
         log::Info("warm pool " + p.profile.name + ": zygote up");
         return;
-      case zygote::kSpawned:
+      case zygote::kSpawned: {
         --z.spawns_asked;
-        if (fds.size() != static_cast<size_t>(zygote::kSpawnedFds)) {
+        isolation::HostIdLease lease = TakeAskedId(z);
+        const std::string asked = lease ? std::to_string(lease.id()) : "";
+        if (fds.size() != static_cast<size_t>(zygote::kSpawnedFds) || text != asked) {
           log::Error("warm pool " + p.profile.name + ": a spawned run came with " + std::to_string(fds.size()) +
-                     " fds instead of " + std::to_string(zygote::kSpawnedFds));
+                     " fds instead of " + std::to_string(zygote::kSpawnedFds) + " or host id '" + text +
+                     "' instead of '" + asked + "'");
+          if (!fds.empty()) ::syscall(SYS_pidfd_send_signal, fds[0].get(), SIGKILL, nullptr, 0);
+          lease.Watch(z.launched.pidfd.get());  // back once the zygote is gone
           return;
         }
-        AdoptSpawned(p, z, fds);
+        AdoptSpawned(p, z, fds, std::move(lease));
         return;
+      }
       case zygote::kFailed:
-        if (z.up) --z.spawns_asked;
+        if (z.up) {
+          --z.spawns_asked;
+          // The run may exist (being killed, not yet reaped): its id comes back with the zygote.
+          TakeAskedId(z).Watch(z.launched.pidfd.get());
+        }
         log::Error("warm pool " + p.profile.name + ": zygote: " + text);
         SetDetail(p, text);
         p.next_spawn = Clock::now() + std::chrono::seconds(1);
@@ -500,10 +519,21 @@ struct WarmPool::Impl {
     }
   }
 
+  static isolation::HostIdLease TakeAskedId(Zygote& z) {
+    if (z.asked_ids.empty()) return {};
+    isolation::HostIdLease lease = std::move(z.asked_ids.front());
+    z.asked_ids.pop_front();
+    return lease;
+  }
+
   // A run the zygote cloned: put it in its cgroup and let it go on.
-  void AdoptSpawned(Pool& p, Zygote& z, std::vector<UniqueFd>& fds) {
+  void AdoptSpawned(Pool& p, Zygote& z, std::vector<UniqueFd>& fds, isolation::HostIdLease lease) {
     Slot slot;
     slot.run.pidfd = std::move(fds[0]);
+    // Its id comes back once its init is gone and reaped (by the zygote).
+    lease.Watch(slot.run.pidfd.get());
+    const int64_t host_uid = lease ? static_cast<int64_t>(lease.id()) : -1;
+    slot.run.host_id = std::move(lease);
     slot.run.stdout_fd = std::move(fds[1]);
     slot.run.stderr_fd = std::move(fds[2]);
     slot.run.status_fd = std::move(fds[3]);
@@ -513,7 +543,7 @@ struct WarmPool::Impl {
       SetNonBlocking(fd);
     }
     slot.run.adopted = true;
-    slot.run.report = isolation::MakeIsolationReport(host, true);
+    slot.run.report = isolation::MakeIsolationReport(host, true, host_uid);
     slot.run.report.mode = "warm";
     slot.zygote = z.state;
     auto pid = isolation::PidOfPidfd(slot.run.pidfd.get());
@@ -628,9 +658,16 @@ struct WarmPool::Impl {
 };
 
 void WarmPool::Impl::Loop() {
+  Clock::time_point next_id_sweep{};
   while (!stop.load()) {
     CollectAdopted();
     auto now = Clock::now();
+    // A warm run's id comes back once its zygote has reaped it, after the
+    // server let go of the run: look for those every 100 ms or so.
+    if (host.host_ids && now >= next_id_sweep) {
+      host.host_ids->Sweep();
+      next_id_sweep = now + std::chrono::milliseconds(100);
+    }
     for (auto& pp : pools) {
       Pool& p = *pp;
       if (p.current && p.current->up && options.recycle_after > 0 &&
@@ -665,8 +702,25 @@ void WarmPool::Impl::Loop() {
         }
         have += static_cast<int>(p.pending.size()) + p.adopting + z->spawns_asked;
         for (; have < options.size; ++have) {
-          if (::send(z->control.get(), &zygote::kSpawn, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) break;
+          // Each run's own host id, sent with the request (none without a range).
+          isolation::HostIdLease lease;
+          if (host.host_ids) {
+            auto taken = isolation::HostIdLease::Take(host.host_ids);
+            if (!taken.ok()) {
+              log::Error("warm pool " + p.profile.name + ": " + taken.status().ToString());
+              p.next_spawn = now + std::chrono::seconds(1);
+              break;
+            }
+            lease = std::move(*taken);
+          }
+          std::string message(1, zygote::kSpawn);
+          if (lease) message += std::to_string(lease.id());
+          if (::send(z->control.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+              static_cast<ssize_t>(message.size())) {
+            break;  // not sent: the lease gives the id back
+          }
           ++z->spawns_asked;
+          z->asked_ids.push_back(std::move(lease));
         }
       }
       for (size_t i = 0; i < p.pending.size();) {

@@ -199,7 +199,8 @@ class Zygote {
       : warm_main_(warm_main), rehearse_(rehearse), factory_(std::move(factory)) {}
 
   // One run: pipes, control socket, clone; the fds go to the server.
-  Status Spawn() {
+  // host_id: the run's own host id (-1: ours).
+  Status Spawn(int64_t host_id) {
     int threads = CountThreads();
     if (threads != 1) {
       return Internal("the zygote has " + std::to_string(threads) +
@@ -232,7 +233,7 @@ class Zygote {
     fds.events_w = p[3][1];
     int control = -1;
     PyOS_BeforeFork();
-    StatusOr<pid_t> pid = factory_->Clone(fds, &control);
+    StatusOr<pid_t> pid = factory_->Clone(fds, &control, host_id);
     if (pid.ok() && *pid == 0) {
       PyOS_AfterFork_Child();
       RunProgram(warm_main_, rehearse_, control);
@@ -245,7 +246,7 @@ class Zygote {
       return ErrnoError("pidfd_open of a warm run");
     }
     int send_fds[zygote::kSpawnedFds] = {pidfd.get(), p[1][0], p[2][0], p[0][0], p[3][0], server_end.get()};
-    if (!Send(zygote::kSpawned, "", send_fds, zygote::kSpawnedFds)) {
+    if (!Send(zygote::kSpawned, host_id >= 0 ? std::to_string(host_id) : "", send_fds, zygote::kSpawnedFds)) {
       ::kill(*pid, SIGKILL);
       return ErrnoError("sendmsg (a warm run's fds to the server)");
     }
@@ -274,7 +275,18 @@ class Zygote {
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return 0;  // the server is gone: so are we (and, with us, every run)
         if (buf[0] == zygote::kSpawn) {
-          if (Status s = Spawn(); !s.ok()) SendText(zygote::kFailed, s.ToString());
+          int64_t host_id = -1;
+          if (n > 1) {
+            std::string text(buf + 1, static_cast<size_t>(n - 1));
+            char* end = nullptr;
+            long long v = std::strtoll(text.c_str(), &end, 10);
+            if (end == text.c_str() || *end != '\0' || v < 0 || v > 0xFFFFFFFELL) {
+              SendText(zygote::kFailed, "a spawn request with a malformed host id");
+              continue;
+            }
+            host_id = v;
+          }
+          if (Status s = Spawn(host_id); !s.ok()) SendText(zygote::kFailed, s.ToString());
         }
       }
     }

@@ -5,8 +5,12 @@
 //   zygote -> server  kUp            the interpreter is ready, modules imported;
 //                                     text: import failures, one per line (may be empty);
 //                                     SCM_RIGHTS: the zygote's own pidfd
-//   server -> zygote  kSpawn         make one run
-//   zygote -> server  kSpawned       one run was cloned; SCM_RIGHTS carries, in
+//   server -> zygote  kSpawn         make one run; text: the run's own host id in
+//                                     decimal (isolation/host_ids.h: its user namespace
+//                                     is owned by it, its uid/gid 1000 is it), or
+//                                     empty: the zygote's own ids (a server not root)
+//   zygote -> server  kSpawned       one run was cloned; text: its host id as asked
+//                                     (empty when none); SCM_RIGHTS carries, in
 //                                     order, kSpawnedFds fds: the run's init pidfd,
 //                                     stdout, stderr, status and result-channel read
 //                                     ends, and the server's end of the run's control

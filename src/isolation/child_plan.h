@@ -79,6 +79,10 @@ struct ChildPlan {
   // Spec::nested_sandbox_host: skip seccomp, Landlock, the bounding set and the
   // securebits (see spec.h); capabilities still end empty at execve.
   bool nested_sandbox_host = false;
+  // A zygote that gives each run a host id of its own (host_ids.h): it keeps
+  // CAP_SETUID and CAP_SETGID (ambient, so they survive its execve) in its own
+  // user namespace, to own each run's namespace as that run's id.
+  bool keep_setid_caps = false;
   int exec_fd = -1;  // execveat(exec_fd, "") instead of execve(argv[0])
   // A warm run (isolation/warm_run.h): the program does not execve; RunChild
   // returns in it once every layer is in force, with err_w moved to a high fd.

@@ -49,6 +49,21 @@ int SetAllCaps(bool raise) {
   return ::syscall(SYS_capset, &hdr, data) == 0 ? 0 : errno;
 }
 
+// The zygote's only capabilities (in its own user namespace): CAP_SETUID and
+// CAP_SETGID, effective, permitted, inheritable and ambient, so that they are
+// what it holds after its execve as a non-root uid.
+int KeepOnlySetidCaps() {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  const __u32 bits = (1u << CAP_SETUID) | (1u << CAP_SETGID);
+  data[0].effective = data[0].permitted = data[0].inheritable = bits;
+  if (::syscall(SYS_capset, &hdr, data) != 0) return errno;
+  for (int cap : {CAP_SETUID, CAP_SETGID}) {
+    if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) return errno;
+  }
+  return 0;
+}
+
 // Moves fd to exactly `target` (both may be anything but each other's duplicates).
 int MoveFd(int fd, int target) {
   if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0 ? 0 : errno;  // clear CLOEXEC
@@ -123,7 +138,11 @@ void RestrictProgram(const ChildPlan& plan, int lock_sock) {
     // The zygote (spec.h): no capability survives its execve as a non-root
     // uid once the ambient set is empty; its runs need the rest unlocked.
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) Fail(plan, kStepCapsDrop, errno);
-    if (int err = SetAllCaps(false)) Fail(plan, kStepCapsDrop, err);
+    if (plan.keep_setid_caps) {
+      if (int err = KeepOnlySetidCaps()) Fail(plan, kStepCapsDrop, err);
+    } else if (int err = SetAllCaps(false)) {
+      Fail(plan, kStepCapsDrop, err);
+    }
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(plan, kStepNoNewPrivs, errno);
     ::syscall(SYS_execveat, plan.exec_fd, "", plan.argv.data(), plan.envp.data(), AT_EMPTY_PATH);
     Fail(plan, kStepExec, errno);

@@ -104,7 +104,7 @@ std::vector<ProbeItem> ProbeHost(uint32_t degradable) {
   std::vector<ProbeItem> items;
   bool root = ::geteuid() == 0;
   items.push_back({"running as root", true, false,
-                   root ? "yes: runs map to the unprivileged host uid 65534"
+                   root ? "yes: each run maps to a host uid and gid of its own (per-run host ids, below)"
                         : "no: runs map to your own uid; cgroup limits need a delegated cgroup"});
 
   int userns = TryClone(CLONE_NEWUSER);

@@ -124,12 +124,25 @@ const char* StepName(int step) {
 
 }  // namespace internal
 
-IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup) {
+IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int64_t host_uid) {
   IsolationReport r;
+  r.host_uid = host_uid;
   r.landlock_abi = host.landlock_abi;
   r.cgroup_version = !have_cgroup ? "none" : host.cgroups.version == CgroupVersion::kV2 ? "v2" : "v1";
   auto add = [&](const char* name, bool on, std::string detail) { r.layers.push_back({name, on, std::move(detail)}); };
-  add("user_namespace", true, "uid " + std::to_string(kSandboxUid) + " mapped to an unprivileged host uid");
+  add("user_namespace", true,
+      "uid " + std::to_string(kSandboxUid) + " mapped to " +
+          (host_uid >= 0 ? "host uid and gid " + std::to_string(host_uid) : std::string("an unprivileged host uid")));
+  // Per-user kernel pools (pipe buffers, descriptors in flight, queued
+  // signals, processes) are per host id: per run only with an id of its own.
+  if (host.host_ids && host_uid >= 0) {
+    add("host_ids", true,
+        "host uid and gid " + std::to_string(host_uid) + " are this run's alone (" + host.host_ids->Describe() +
+            "); given back once nothing of the run is left");
+  } else {
+    add("host_ids", false,
+        "degraded: " + (host.host_ids_why_not.empty() ? std::string("no host id of its own") : host.host_ids_why_not));
+  }
   add("pid_namespace", true, "its own: init is pid 1 and ends every process left when the program (pid 2) ends; fresh /proc");
   add("mount_namespace", true, "tmpfs root, read-only system binds, pivot_root, old root detached");
   add("network_namespace", true, "no interfaces but a down loopback");
@@ -154,6 +167,19 @@ StatusOr<HostSetup> PrepareHost(const HostOptions& options) {
   HostSetup host;
   host.degradable = options.degradable;
   host.privileged = ::geteuid() == 0;
+  if (host.privileged) {
+    auto pool = HostIdPool::Claim(options.id_range.value_or(kDefaultHostIdRange));
+    if (!pool.ok()) return pool.status();
+    host.host_ids = std::move(*pool);
+  } else if (options.id_range) {
+    return InvalidArgument("--uid-range " + options.id_range->ToString() +
+                           ": giving runs host ids of their own needs a server running as root (this one is uid " +
+                           std::to_string(::geteuid()) + "); drop the flag to run every run as your own uid");
+  } else {
+    host.host_ids_why_not = "the server is not root, so every run's uid 1000 is the server's own uid " +
+                            std::to_string(::geteuid()) +
+                            " and runs share its per-user kernel pools (pipe buffers, descriptors in flight)";
+  }
   ASSIGN_OR_RETURN(host.cgroups, DetectCgroups());
   if (host.cgroups.version == CgroupVersion::kNone &&
       !(options.degradable & static_cast<uint32_t>(Degradable::kCgroup))) {
@@ -220,13 +246,19 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
   }
 
   Launched run;
+  // The run's own host id (and a zygote's): taken before clone, given back
+  // once the run's init is gone and reaped (the lease watches its pidfd).
+  HostIdLease lease;
+  if (host.host_ids && spec.host_uid < 0) {
+    ASSIGN_OR_RETURN(lease, HostIdLease::Take(host.host_ids));
+  }
+  plan.keep_setid_caps = spec.nested_sandbox_host && lease;
   std::unique_ptr<RunCgroup> cgroup;
   if (host.cgroups.version != CgroupVersion::kNone) {
     std::string name = "run-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
     ASSIGN_OR_RETURN(cgroup, RunCgroup::Create(host.cgroups, name, spec.limits));
   }
   plan.rlimits = internal::PlanRlimits(spec.limits, cgroup != nullptr);
-  run.report = MakeIsolationReport(host, cgroup != nullptr);
 
   ASSIGN_OR_RETURN(auto sync, Pipe(false));
   ASSIGN_OR_RETURN(auto err, Pipe(false));
@@ -269,17 +301,39 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
   run.pidfd.reset(pidfd);
 
   const std::string proc = "/proc/" + std::to_string(pid);
-  uid_t host_uid = spec.host_uid >= 0 ? static_cast<uid_t>(spec.host_uid) : host.privileged ? 65534 : ::getuid();
-  gid_t host_gid = spec.host_gid >= 0 ? static_cast<gid_t>(spec.host_gid) : host.privileged ? 65534 : ::getgid();
+  uid_t host_uid = spec.host_uid >= 0 ? static_cast<uid_t>(spec.host_uid)
+                   : lease                ? lease.id()
+                   : host.privileged      ? 65534
+                                          : ::getuid();
+  gid_t host_gid = spec.host_gid >= 0 ? static_cast<gid_t>(spec.host_gid)
+                   : lease                ? lease.id()
+                   : host.privileged      ? 65534
+                                          : ::getgid();
   if (!host.privileged) {
     Status s = WriteFile(proc + "/setgroups", "deny");
     if (!s.ok()) return abandon(s);
   }
+  // A zygote also gets the rest of this server's block, each id as itself, so
+  // that it can make each of its runs that run's id (warm_run.h). Its own id
+  // is cut out of it: mapped ranges may not overlap.
+  std::string extra;
+  if (plan.keep_setid_caps) {
+    const HostIdRange& block = host.host_ids->block();
+    const uint32_t own = lease.id();
+    auto span = [&](uint32_t first, uint32_t end) {
+      if (first < end) extra += std::to_string(first) + " " + std::to_string(first) + " " + std::to_string(end - first) + "\n";
+    };
+    span(block.start, own);
+    span(own + 1, block.end());
+  }
   for (auto [file, inside, outside] : {std::tuple{"/uid_map", kSandboxUid, host_uid},
                                        std::tuple{"/gid_map", kSandboxGid, host_gid}}) {
-    Status s = WriteFile(proc + file, std::to_string(inside) + " " + std::to_string(outside) + " 1\n");
+    Status s = WriteFile(proc + file, std::to_string(inside) + " " + std::to_string(outside) + " 1\n" + extra);
     if (!s.ok()) return abandon(s);
   }
+  lease.Watch(run.pidfd.get());
+  run.report = MakeIsolationReport(host, cgroup != nullptr, lease ? static_cast<int64_t>(lease.id()) : -1);
+  run.host_id = std::move(lease);
   if (cgroup) {
     Status s = cgroup->AddProcess(pid);
     if (!s.ok()) return abandon(s);

@@ -16,12 +16,14 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "isolation/cgroup.h"
+#include "isolation/host_ids.h"
 #include "isolation/seccomp_policy.h"
 #include "isolation/spec.h"
 
@@ -31,6 +33,9 @@ struct HostOptions {
   // Layers this host may lack without refusing to run (Degradable bits). A
   // missing layer that is not listed here makes PrepareHost() fail.
   uint32_t degradable = 0;
+  // The host ids runs get their own from (host_ids.h); unset: the default
+  // range. Needs a server running as root; refused when not free.
+  std::optional<HostIdRange> id_range;
 };
 
 // What this process found out about the host, computed once.
@@ -40,6 +45,11 @@ struct HostSetup {
   SeccompProgram seccomp;
   uint32_t degradable = 0;
   bool privileged = false;  // euid 0: maps the sandbox to an unprivileged host uid
+  // Root: each run's (and zygote's) uid and gid 1000 is an id of its own from
+  // this block of the reserved range. Null when not root: every run is the
+  // server's own uid (host_ids_why_not says so in every isolation report).
+  std::shared_ptr<HostIdPool> host_ids;
+  std::string host_ids_why_not;
   // Where this process's command line lives (from /proc/self/stat): the run's
   // init, a copy of this process, blanks it so /proc/1/cmdline shows nothing.
   uintptr_t arg_start = 0, arg_end = 0;
@@ -58,6 +68,7 @@ struct IsolationReport {
   int landlock_abi = 0;
   std::string cgroup_version;  // "v2", "v1" or "none"
   std::string mode = "cold";   // "cold": launched for this run; "warm": from a pre-forked pool
+  int64_t host_uid = -1;       // the host uid (and gid) of the run's uid 1000; -1 unknown
 };
 
 struct Launched {
@@ -72,6 +83,9 @@ struct Launched {
   pid_t program_pid = -1; // adopted: the program (init's only child when it said it was ready); -1 unknown
   std::unique_ptr<RunCgroup> cgroup;  // null when running without cgroups (degraded)
   IsolationReport report;
+  // The run's own host id (empty without a range): given back to the pool once
+  // the run's init is gone and reaped, whenever this Launched is destroyed.
+  HostIdLease host_id;
 };
 
 StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec);
@@ -125,6 +139,7 @@ bool PidfdProcessExiting(int pidfd);
 std::vector<std::string> HostPathsOfPlan(const Spec& spec);
 
 // The isolation report of a run on this host (what Launch() puts in Launched).
-IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup);
+// host_uid: the run's host uid (-1: not known, or the server's own).
+IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int64_t host_uid = -1);
 
 }  // namespace airlock::isolation

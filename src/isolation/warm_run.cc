@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,7 +62,36 @@ void WarmRunReady(int control) {
   }
 }
 
-StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, int* control) {
+namespace {
+
+// Our effective uid and gid become `id` (the namespace the next clone makes is
+// then owned by it); *Restore() makes them ours again. Changing the effective
+// ids resets the pdeath signal and makes the process not dumpable (a run
+// cloned so would inherit that, and its /proc files would be root's): both
+// are set back.
+Status BecomeOwner(uint32_t id) {
+  if (::syscall(SYS_setresgid, -1, id, -1) != 0) return ErrnoError("setresgid to a run's host id " + std::to_string(id));
+  if (::syscall(SYS_setresuid, -1, id, -1) != 0) {
+    Status s = ErrnoError("setresuid to a run's host id " + std::to_string(id));
+    ::syscall(SYS_setresgid, -1, ::getgid(), -1);
+    return s;
+  }
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  return Status::Ok();
+}
+
+void RestoreOwnIds() {
+  // Our real ids are the zygote's own: going back needs no capability.
+  if (::syscall(SYS_setresuid, -1, ::getuid(), -1) != 0 || ::syscall(SYS_setresgid, -1, ::getgid(), -1) != 0) {
+    ::_exit(126);  // a zygote left as a run's id must not go on
+  }
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+}
+
+}  // namespace
+
+StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, int* control, int64_t host_id) {
   internal::ChildPlan& plan = *plan_;
   plan.sync_r = fds.control;
   plan.err_w = fds.control;
@@ -70,16 +100,26 @@ StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, int* control) {
   plan.stderr_w = fds.stderr_w;
   plan.extra_fd = fds.events_w;
 
+  const bool own_id = host_id >= 0;
+  if (own_id) RETURN_IF_ERROR(BecomeOwner(static_cast<uint32_t>(host_id)));
   pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, kCloneFlags | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
-  if (pid < 0) return ErrnoError("clone(user, pid, mount, net, ipc, uts namespaces) of a warm run");
+  if (pid < 0) {
+    Status s = ErrnoError("clone(user, pid, mount, net, ipc, uts namespaces) of a warm run");
+    if (own_id) RestoreOwnIds();
+    return s;
+  }
   if (pid == 0) {
     internal::RunChild(plan);  // returns only in the program, restricted
     *control = plan.err_w;     // RunChild moved it to a high fd in this process
     return 0;
   }
-  // The run's user namespace: its kSandboxUid is our own uid, nothing else.
-  // The unprivileged form (one id, our own; setgroups denied) is all we need.
+  // The run's user namespace: its kSandboxUid is our effective uid (the run's
+  // own host id, or our own), nothing else. The unprivileged form (one id,
+  // the namespace owner's; setgroups denied) is all we need: written while
+  // we are still that owner (the map files are the run's, and only its
+  // owner holds capabilities over its namespace).
   auto abandon = [&](Status s) -> Status {
+    if (own_id) RestoreOwnIds();
     ::kill(pid, SIGKILL);
     int st;
     ::waitpid(pid, &st, __WALL);
@@ -95,6 +135,7 @@ StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, int* control) {
       !s.ok()) {
     return abandon(s);
   }
+  if (own_id) RestoreOwnIds();
   return pid;
 }
 

@@ -67,7 +67,12 @@ class WarmRunFactory {
   // fds 0-3 in place, *control = the control socket (moved to a high number);
   // the program calls WarmRunReady(*control) when it can take the request.
   // The caller must be single-threaded.
-  StatusOr<pid_t> Clone(const Fds& fds, int* control);
+  // host_id >= 0: the run's own host id (host_ids.h), mapped as itself in the
+  // caller's user namespace, which must hold CAP_SETUID and CAP_SETGID there:
+  // the run's user namespace is created and owned by that id (so every
+  // per-user count the kernel keeps per namespace level is per run) and its
+  // uid/gid 1000 is that id. -1: the caller's own ids, as before.
+  StatusOr<pid_t> Clone(const Fds& fds, int* control, int64_t host_id = -1);
 
   // The calling process's command line memory: blanked in each run's init (as
   // a cold run's init blanks the server's), so /proc/1/cmdline shows nothing.

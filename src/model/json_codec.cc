@@ -43,6 +43,7 @@ json RunReportObject(const RunReport& r) {
   isolation["landlock_abi"] = r.landlock_abi;
   isolation["cgroup_version"] = r.cgroup_version;
   isolation["mode"] = r.mode;
+  isolation["host_uid"] = r.host_uid >= 0 ? json(r.host_uid) : json(nullptr);
   json j = {
       {"exit_code", r.exit_code},
       {"signal", r.signal ? json(r.signal) : json(nullptr)},

@@ -30,6 +30,7 @@ struct RunReport {
   int landlock_abi = 0;
   std::string cgroup_version;
   std::string mode = "cold";  // "warm": handed to a pre-forked run of a zygote
+  int64_t host_uid = -1;      // the run's own host uid and gid; -1: none of its own (null)
 };
 
 // One JSON object (UTF-8; invalid bytes in the output become U+FFFD).

@@ -157,6 +157,7 @@ model::RunReport ToRunReport(const exec::RunResult& r) {
   m.landlock_abi = r.isolation.landlock_abi;
   m.cgroup_version = r.isolation.cgroup_version;
   m.mode = r.isolation.mode;
+  m.host_uid = r.isolation.host_uid;
   return m;
 }
 

@@ -256,8 +256,16 @@ class TestV1Execute(unittest.TestCase):
         self.assertTrue(body["isolation"]["seccomp"]["enforced"])
         self.assertTrue(body["isolation"]["pid_namespace"]["enforced"])
         assert_mode(self, body)  # "warm" or "cold", as AIRLOCK_E2E_MODE asks
+        # A run's own host uid (and gid), when the server is root; null otherwise.
+        if os.geteuid() == 0:
+            self.assertIsInstance(body["isolation"]["host_uid"], int)
+            self.assertTrue(body["isolation"]["host_ids"]["enforced"])
+            self.assertIn(str(body["isolation"]["host_uid"]), body["isolation"]["host_ids"]["detail"])
+        else:
+            self.assertIsNone(body["isolation"]["host_uid"])
+            self.assertFalse(body["isolation"]["host_ids"]["enforced"])
         for name, layer in body["isolation"].items():
-            if name not in ("mode", "landlock_abi", "cgroup_version"):
+            if name not in ("mode", "landlock_abi", "cgroup_version", "host_uid"):
                 self.assertIsInstance(layer, dict, name)
                 self.assertIn("enforced", layer, name)
 

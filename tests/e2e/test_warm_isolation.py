@@ -521,14 +521,22 @@ print('RELEASED', bool(released))
 """
 
 
-# Run as uid 65534, which cannot enter /root (where a pyenv interpreter may live).
+# Run as a run's unprivileged uid, which cannot enter /root (where a pyenv interpreter may live).
 NOBODY_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
-def drop_to_nobody():
-    os.setgroups([])
-    os.setresgid(65534, 65534, 65534)
-    os.setresuid(65534, 65534, 65534)
+def host_uid_of(pid):
+    """The real uid of a host process (the run's own host id when the server is root)."""
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(l for l in f if l.startswith("Uid:")).split()[1])
+
+
+def drop_to(uid):
+    def drop():
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    return drop
 
 
 class TestHostView(RunCase):
@@ -568,8 +576,10 @@ class TestHostView(RunCase):
                     found += scan_memory(pid, secret)
                     if found:
                         root_view[pid] = (procs[pid]["cmdline"][:60], found)
+                # As the run's own host uid (each run has one of its own when the server is root).
+                run_uid = host_uid_of(run_pid) if os.geteuid() == 0 else 65534
                 p = subprocess.run([NOBODY_PYTHON, "-c", AS_NOBODY, json.dumps(under)], input=secret,
-                                   capture_output=True, timeout=120, preexec_fn=drop_to_nobody)
+                                   capture_output=True, timeout=120, preexec_fn=drop_to(run_uid))
                 self.assertEqual(p.returncode, 0, p.stderr.decode())
                 nobody_view = json.loads(p.stdout)
             finally:

@@ -228,5 +228,43 @@ TEST_F(CliTest, CheckReportsEveryLayerAndPasses) {
   }
 }
 
+// --uid-range (isolation/host_ids.h): a malformed range is a usage error; a
+// range the host already uses is refused before anything runs, saying what to
+// change; a free one gives the run an id of it, and `check` names it.
+TEST_F(CliTest, UidRangeIsCheckedAndUsed) {
+  Output bad = RunCli("run --uid-range 5:5 -", "print(1)");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.out, HasSubstr("above 1000"));
+  if (::geteuid() != 0) {
+    Output o = RunCli("run --uid-range 1879048192:16 -", "print(1)");
+    EXPECT_EQ(o.exit_code, 125) << o.out;
+    EXPECT_THAT(o.out, HasSubstr("needs a server running as root"));
+    return;
+  }
+  // nobody (65534) is in every /etc/passwd.
+  Output taken = RunCli("run --uid-range 65530:10 -", "print('RAN')");
+  EXPECT_EQ(taken.exit_code, 125) << taken.out;
+  EXPECT_THAT(taken.out, HasSubstr("/etc/passwd: user 'nobody' has uid 65534"));
+  EXPECT_THAT(taken.out, HasSubstr("choose another range with --uid-range"));
+  EXPECT_THAT(taken.out, ::testing::Not(HasSubstr("RAN")));
+  // A free range, away from the default's blocks.
+  const uint32_t start = 0x71000000u + static_cast<uint32_t>(::getpid() % 4096) * 1024;
+  const std::string range = std::to_string(start) + ":1024";
+  Output o = RunCli("run --json --uid-range " + range + " -", "import os\nprint(os.getuid())\n");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["stdout"], "1000\n");
+  const int64_t uid = j["isolation"]["host_uid"].get<int64_t>();
+  EXPECT_GE(uid, start);
+  EXPECT_LT(uid, start + 1024);
+  EXPECT_EQ(j["isolation"]["host_ids"]["enforced"], true);
+  EXPECT_THAT(j["isolation"]["host_ids"]["detail"].get<std::string>(), HasSubstr("range " + range));
+  Output c = RunCli("check --uid-range " + range);
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_THAT(c.out, HasSubstr("per-run host ids"));
+  EXPECT_THAT(c.out, HasSubstr("range " + range + ", this process's block"));
+  EXPECT_THAT(c.out, HasSubstr("its host uid and gid were"));
+}
+
 }  // namespace
 }  // namespace airlock::test

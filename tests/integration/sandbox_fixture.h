@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -86,7 +87,8 @@ class SandboxTest : public ::testing::Test {
 
   // Runs code through a warm pool's hand-off (waiting up to 60 s for a ready run).
   exec::RunResult WarmPy(const std::string& code, const isolation::Limits& limits, double timeout_s,
-                         int64_t output_cap) {
+                         int64_t output_cap,
+                         std::function<void(exec::Stream, std::string_view)> on_output = nullptr) {
     exec::WarmPool* pool = WarmPoolFor(limits.disk_bytes);
     if (pool == nullptr) return {};
     isolation::Spec spec;
@@ -94,6 +96,7 @@ class SandboxTest : public ::testing::Test {
     exec::RunOptions options;
     options.timeout_s = timeout_s;
     options.output_cap = output_cap;
+    options.on_output = std::move(on_output);
     nlohmann::json req = {{"code", code},           {"filename", "main.py"}, {"allowed_imports", nullptr},
                           {"result_fd", 3},         {"capture_figures", false}};
     exec::HandOff h;
@@ -143,6 +146,20 @@ class SandboxTest : public ::testing::Test {
     exec::RunOptions options;
     options.timeout_s = timeout_s;
     options.output_cap = output_cap;
+    auto r = exec::RunToCompletion(*host_, spec, options);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : exec::RunResult{};
+  }
+
+  // Py() with each piece of output given to on_output as it arrives (from the
+  // thread that calls this), for tests that run several programs at once.
+  exec::RunResult PyWatched(const std::string& code, std::function<void(exec::Stream, std::string_view)> on_output,
+                            double timeout_s = 20) {
+    if (path_ == RunPath::kWarm) return WarmPy(code, {}, timeout_s, 1 << 20, std::move(on_output));
+    isolation::Spec spec = exec::PythonSpec(code, {}, false);
+    exec::RunOptions options;
+    options.timeout_s = timeout_s;
+    options.on_output = std::move(on_output);
     auto r = exec::RunToCompletion(*host_, spec, options);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : exec::RunResult{};
