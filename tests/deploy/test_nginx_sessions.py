@@ -6,7 +6,10 @@ reaching the instance that holds it, by path; a request naming the session only 
 X-Airlock-Session reaches it too); one instance is SIGKILLed and its sessions answer
 404 session_not_found from the next instance on the hash ring (nginx skips the dead
 one) while the others' sessions keep their state; a burst of 50 one-shot runs at
-concurrency 8 all succeed on the instances left.
+concurrency 8 all succeed on the instances left. Then a fresh instance comes back at the
+dead one's address: it takes back the dead one's keys (their sessions, and those made on its
+neighbour meanwhile, answer 404 session_not_found from it) while every other session keeps
+its state and instance.
 
 Waits that depend on the host are multiplied by $AIRLOCK_TEST_TIMEOUT_SCALE."""
 
@@ -32,12 +35,25 @@ SESSIONS = 30
 CALLS = 10
 BURST = 50
 BURST_CONCURRENCY = 8
+OUTAGE_SESSIONS = 20
 SESSION_ID = re.compile(r"^s1-([0-9a-f]{8})-[0-9a-f]{32}$")
 
 # Test-only response headers (not in the shipped file: they would tell clients the
 # instances' addresses): which instance answered, and the key nginx hashed.
 OBSERVE = ("        add_header X-Test-Upstream $upstream_addr always;\n"
            "        add_header X-Test-Route $airlock_route always;\n")
+
+
+def listen_on(port):
+    """A wrapper for AirlockServer that makes the server listen on `port` (it execs the server
+    with --listen 127.0.0.1:0 replaced, keeping the pid)."""
+    return [sys.executable, "-c",
+            "import os, sys; a = [sys.argv[1] if x == '127.0.0.1:0' else x for x in sys.argv[2:]]; os.execv(a[0], a)",
+            f"127.0.0.1:{port}"]
+
+
+def instance(**kwargs):
+    return AirlockServer(extra_args=["--pool-size", "2"], profiles_dir=NginxSessions.profiles.name, **kwargs)
 
 
 class NginxSessions(unittest.TestCase):
@@ -49,10 +65,11 @@ class NginxSessions(unittest.TestCase):
         cls.profiles = tempfile.TemporaryDirectory(prefix="airlock-nginx-profiles-")
         shutil.copy(os.path.join(SOURCE_DIR, "profiles", "minimal.yaml"), cls.profiles.name)
         cls.servers = []
+        cls.victim = None
         cls.nginx = None
         try:
             for _ in range(INSTANCES):
-                server = AirlockServer(extra_args=["--pool-size", "2"], profiles_dir=cls.profiles.name)
+                server = instance()
                 cls.servers.append(server)
                 server.start()
             cls.by_addr = {f"127.0.0.1:{s.port}": s for s in cls.servers}
@@ -65,10 +82,19 @@ class NginxSessions(unittest.TestCase):
     def tearDownClass(cls):
         if cls.nginx is not None:
             cls.nginx.stop()
+        errors = []
         for s in cls.servers:
-            s.stop()
-            s.tmp.cleanup()
+            if s is cls.victim:
+                s.stop()
+                s.tmp.cleanup()
+                continue
+            try:
+                s.cleanup()  # drains cleanly: exit code 0, no sanitizer report
+            except AssertionError as e:
+                errors.append(str(e))
         cls.profiles.cleanup()
+        if errors:
+            raise AssertionError("\n".join(errors))
 
     # -- HTTP through nginx ------------------------------------------------------------------
 
@@ -107,7 +133,13 @@ class NginxSessions(unittest.TestCase):
         self.assertIsNotNone(m, body["id"])
         # The instance put nginx's key (X-Airlock-Route) in the id: later requests hash the same key.
         self.assertEqual(m.group(1), hdrs["x-test-route"], "the instance ignored X-Airlock-Route")
-        return body["id"], self.by_addr[hdrs["x-test-upstream"]], m.group(1)
+        holder = self.served_by(hdrs)
+        self.assertIsNotNone(holder, hdrs)
+        return body["id"], holder, m.group(1)
+
+    def served_by(self, hdrs):
+        """The instance that answered (the last address nginx tried)."""
+        return self.by_addr.get(hdrs.get("x-test-upstream", "").split(", ")[-1])
 
     def call(self, sid, code):
         return self.request("POST", f"/v1/sessions/{sid}/execute", {"code": code})
@@ -152,6 +184,7 @@ class NginxSessions(unittest.TestCase):
         # One instance dies: its sessions answer 404 session_not_found through nginx (from the next
         # instance on the ring), the others' sessions keep their state.
         victim = max(self.servers, key=lambda s: len(held[s.port]))
+        type(self).victim = victim
         orphans = descendants(victim.proc.pid)  # its zygote and its sessions' processes
         self.assertTrue(orphans)
         victim.proc.send_signal(signal.SIGKILL)
@@ -162,7 +195,7 @@ class NginxSessions(unittest.TestCase):
             if holder is victim:
                 self.assertEqual(status, 404, body)
                 self.assertEqual(body.get("code"), "session_not_found", body)
-                self.assertIsNot(self.by_addr.get(hdrs.get("x-test-upstream", "").split(", ")[-1]), victim)
+                self.assertIsNot(self.served_by(hdrs), victim)
             else:
                 self.assertEqual(status, 200, body)
                 self.assertEqual(body["result"], str(CALLS), body)
@@ -190,6 +223,57 @@ class NginxSessions(unittest.TestCase):
             served.add(hdrs["x-test-upstream"].split(", ")[-1])
         self.assertNotIn(f"127.0.0.1:{victim.port}", served)
         self.assertEqual(len(served), INSTANCES - 1, f"the burst did not spread: {served}")
+
+        # Sessions created while it is down land on the instances left, under keys some of which
+        # are the dead instance's.
+        outage = {}
+        for _ in range(OUTAGE_SESSIONS):
+            sid, holder, _ = self.create_session()
+            self.assertIsNot(holder, victim)
+            status, _, body = self.call(sid, "y = 41")
+            self.assertEqual(status, 200, body)
+            outage[sid] = holder
+
+        # The instance comes back at its address (empty). nginx takes it back once the dead one's
+        # fail_timeout (10 s) is over, and with it its keys.
+        back = instance(wrapper=listen_on(victim.port))
+        self.servers.append(back)
+        back.start()
+        self.assertEqual(back.port, victim.port)
+        self.by_addr[f"127.0.0.1:{back.port}"] = back
+        deadline = time.monotonic() + scaled(60)
+        while True:
+            status, hdrs, body = self.request("POST", "/v1/execute", {"code": "print(1)", "profile": "minimal"})
+            self.assertEqual(status, 200, body)
+            if self.served_by(hdrs) is back:
+                break
+            self.assertLess(time.monotonic(), deadline, "nginx never sent a request to the instance that came back")
+            time.sleep(0.5)
+
+        # Its keys' sessions, old and made meanwhile, answer 404 session_not_found from it; every
+        # other session keeps its state and its instance.
+        moved = 0
+        for sid, holder in outage.items():
+            status, hdrs, body = self.call(sid, "y = y + 1\ny")
+            if self.served_by(hdrs) is back:
+                self.assertEqual((status, body.get("code")), (404, "session_not_found"), body)
+                moved += 1
+            else:
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["result"], "42", body)
+                self.assertIs(self.served_by(hdrs), holder)
+        self.assertGreater(moved, 0, f"none of {OUTAGE_SESSIONS} sessions made during the outage had a key of the "
+                                     "instance that came back")
+        for sid, holder in sessions.items():
+            status, hdrs, body = self.call(sid, "x = x + 1\nx")
+            if holder is victim:
+                self.assertIs(self.served_by(hdrs), back)
+                self.assertEqual((status, body.get("code")), (404, "session_not_found"), body)
+            else:
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["result"], str(CALLS + 1), body)
+                self.assertIs(self.served_by(hdrs), holder)
+        print(f"[ nginx   ] {moved} of {OUTAGE_SESSIONS} sessions made during the outage moved back", file=sys.stderr)
 
 
 if __name__ == "__main__":
