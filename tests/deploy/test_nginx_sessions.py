@@ -52,6 +52,20 @@ def listen_on(port):
             f"127.0.0.1:{port}"]
 
 
+def cgroups_of(pid):
+    """The cgroup directories a server with this pid made for its runs and sessions (named
+    <kind>-<pid>-<n>), in every hierarchy, deepest first."""
+    pattern = re.compile(rf"-{pid}-\d+$")
+    found = []
+    for d, subdirs, _ in os.walk("/sys/fs/cgroup"):
+        for x in [x for x in subdirs if pattern.search(x)]:
+            found += [below for below, _, _ in os.walk(os.path.join(d, x), topdown=False)]
+            subdirs.remove(x)
+        if d.count("/") >= 8:
+            subdirs[:] = []
+    return found
+
+
 def instance(**kwargs):
     return AirlockServer(extra_args=["--pool-size", "2"], profiles_dir=NginxSessions.profiles.name, **kwargs)
 
@@ -87,6 +101,12 @@ class NginxSessions(unittest.TestCase):
             if s is cls.victim:
                 s.stop()
                 s.tmp.cleanup()
+                # SIGKILLed, it could not remove its (empty) cgroups: do it for it.
+                for d in cgroups_of(s.proc.pid):
+                    try:
+                        os.rmdir(d)
+                    except OSError as e:
+                        errors.append(f"cannot remove the killed instance's cgroup {d}: {e}")
                 continue
             try:
                 s.cleanup()  # drains cleanly: exit code 0, no sanitizer report
@@ -207,6 +227,9 @@ class NginxSessions(unittest.TestCase):
             time.sleep(0.1)
         left = [p for p in orphans if os.path.exists(f"/proc/{p}")]
         self.assertEqual(left, [], f"processes of the killed instance still run: {left}")
+        for d in cgroups_of(victim.proc.pid):
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                self.assertEqual(f.read().split(), [], f"{d} still has processes")
 
         # A burst of one-shot runs on the instances left: all succeed.
         def run(i):
