@@ -35,7 +35,7 @@ SESSIONS = 30
 CALLS = 10
 BURST = 50
 BURST_CONCURRENCY = 8
-OUTAGE_SESSIONS = 20
+OUTAGE_SESSIONS = 30
 SESSION_ID = re.compile(r"^s1-([0-9a-f]{8})-[0-9a-f]{32}$")
 
 # Test-only response headers (not in the shipped file: they would tell clients the
@@ -67,7 +67,10 @@ def cgroups_of(pid):
 
 
 def instance(**kwargs):
-    return AirlockServer(extra_args=["--pool-size", "2"], profiles_dir=NginxSessions.profiles.name, **kwargs)
+    # Room for up to 60 sessions on one instance (the default caps, 32 and 8G of limits, could
+    # refuse some when the outage's sessions pile onto one neighbour).
+    return AirlockServer(extra_args=["--pool-size", "2", "--max-sessions", "64", "--session-memory", "16G"],
+                         profiles_dir=NginxSessions.profiles.name, **kwargs)
 
 
 class NginxSessions(unittest.TestCase):
