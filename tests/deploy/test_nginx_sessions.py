@@ -92,7 +92,10 @@ class NginxSessions(unittest.TestCase):
             cls.by_addr = {f"127.0.0.1:{s.port}": s for s in cls.servers}
             cls.nginx = Nginx([s.port for s in cls.servers], location_extra=OBSERVE)
         except BaseException:
-            cls.tearDownClass()
+            try:
+                cls.tearDownClass()
+            except AssertionError as e:  # the reason not to start comes first
+                print(f"while stopping after a failed start: {e}", file=sys.stderr)
             raise
 
     @classmethod
