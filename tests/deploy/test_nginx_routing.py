@@ -7,16 +7,11 @@ the same key; requests without a session spread over the instances."""
 import http.server
 import json
 import os
-import re
-import socket
-import subprocess
-import tempfile
 import threading
-import time
 import unittest
 import urllib.request
 
-from deploy_common import DEPLOY_DIR, need_tool
+from deploy_common import Nginx
 
 
 class Stub(http.server.BaseHTTPRequestHandler):
@@ -42,49 +37,20 @@ class Stub(http.server.BaseHTTPRequestHandler):
 class NginxRouting(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        nginx = need_tool("nginx", "nginx-light")
         cls.stubs = []
         for i in range(3):
             server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
             server.name = f"airlock-{i}"
             threading.Thread(target=server.serve_forever, daemon=True).start()
             cls.stubs.append(server)
-        cls.tmp = tempfile.TemporaryDirectory(prefix="airlock-nginx-")
-        with open(os.path.join(DEPLOY_DIR, "nginx", "airlock.conf")) as f:
-            conf = f.read()
-        servers = "".join(f"    server 127.0.0.1:{s.server_address[1]};\n" for s in cls.stubs)
-        conf = re.sub(r"(?m)^    server airlock-\d\.airlock:8000;\n", "", conf)
-        conf = conf.replace("    hash $airlock_route consistent;\n", "    hash $airlock_route consistent;\n" + servers)
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        cls.port = s.getsockname()[1]
-        s.close()
-        conf = conf.replace("listen 8080;", f"listen 127.0.0.1:{cls.port};")
-        os.makedirs(os.path.join(cls.tmp.name, "logs"))
-        main = os.path.join(cls.tmp.name, "nginx.conf")
-        with open(main, "w") as f:
-            f.write("daemon off; master_process off; pid nginx.pid; error_log stderr;\nevents {}\n"
-                    "http {\n access_log off;\n client_body_temp_path body; proxy_temp_path proxy;\n"
-                    + conf + "}\n")
-        cls.nginx = subprocess.Popen([nginx, "-p", cls.tmp.name, "-c", main],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                cls.call("GET", "/healthz")
-                break
-            except OSError:
-                if cls.nginx.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("nginx did not start: " + cls.nginx.stderr.read().decode(errors="replace"))
-                time.sleep(0.1)
+        cls.nginx = Nginx([s.server_address[1] for s in cls.stubs])
+        cls.port = cls.nginx.port
 
     @classmethod
     def tearDownClass(cls):
-        cls.nginx.terminate()
-        cls.nginx.wait(timeout=20)
+        cls.nginx.stop()
         for s in cls.stubs:
             s.shutdown()
-        cls.tmp.cleanup()
 
     @classmethod
     def call(cls, method, path, headers=None):
