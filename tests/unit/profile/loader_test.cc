@@ -200,7 +200,12 @@ TEST(ProfileErrorTest, UnknownKeyListsTheValidOnes) {
       Error("name: t\nimport:\n  allowed: [math]\n"),
       "profiles/t.yaml:2: import: unknown key (valid keys: name, description, extends, imports, "
       "blocklist, preimport, resources, scan_stages, audit, language, network, files, "
-      "matplotlib)");
+      "sessions, matplotlib)");
+  EXPECT_EQ(Error("sessions:\n  ttl: 0\n"),
+            "profiles/t.yaml:2: sessions.ttl: '0' is out of range (more than 0, at most 31622400 seconds)");
+  EXPECT_EQ(Error("sessions:\n  idle: 10m\n"),
+            "profiles/t.yaml:2: sessions.idle: unknown key (valid keys: idle_timeout, max_idle_timeout, ttl, "
+            "max_ttl)");
   EXPECT_EQ(
       Error("resources:\n  memory: 1Gi\n  memroy: 1Gi\n"),
       "profiles/t.yaml:3: resources.memroy: unknown key (valid keys: memory, cpu, timeout_max, "
