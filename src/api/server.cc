@@ -562,6 +562,19 @@ class Session : public std::enable_shared_from_this<Session> {
   // `end_json`: the final object (the non-streaming response).
   void EndStream(const model::ExecuteResponse& resp, const std::string& end_json);
 
+  // A run that ended (one-shot or a session's call): counted, and its outcome
+  // put in the audit record.
+  void RecordRun(const model::RunReport& run) {
+    s_.metrics.CountExecution(Outcome(run), run.duration_ms / 1000.0);
+    model::AuditRecord& a = req_.audit;
+    a.exit_code = run.exit_code;
+    if (run.signal) a.signal = run.signal;
+    a.kill_reason = run.kill_reason;
+    a.run_ms = run.duration_ms;
+    a.cpu_ms = run.cpu_ms;
+    a.max_rss_kb = run.max_rss_kb;
+  }
+
   void Audit(const std::string& verdict, int status) {
     if (!s_.audit || !s_.audit->enabled()) return;
     model::AuditRecord& a = req_.audit;
@@ -922,15 +935,7 @@ void Session::OnSessionReply(RouteReply reply) {
     req_.audit.code_sha256 = c.code_sha256;
     req_.audit.code_bytes = c.code_bytes;
     if (c.kind == session::CallReply::Kind::kRan) {
-      const model::RunReport& run = c.response.run;
-      s_.metrics.CountExecution(Outcome(run), run.duration_ms / 1000.0);
-      model::AuditRecord& a = req_.audit;
-      a.exit_code = run.exit_code;
-      if (run.signal) a.signal = run.signal;
-      a.kill_reason = run.kill_reason;
-      a.run_ms = run.duration_ms;
-      a.cpu_ms = run.cpu_ms;
-      a.max_rss_kb = run.max_rss_kb;
+      RecordRun(c.response.run);
       Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
     } else {
       Audit(Verdict(c.error.kind), reply.status);
@@ -1029,14 +1034,7 @@ void Session::OnRunDone(RunOutcome o) {
   }
   const model::ExecuteResponse& resp = o.response;
   const model::RunReport& run = resp.run;
-  s_.metrics.CountExecution(Outcome(run), run.duration_ms / 1000.0);
-  model::AuditRecord& a = req_.audit;
-  a.exit_code = run.exit_code;
-  if (run.signal) a.signal = run.signal;
-  a.kill_reason = run.kill_reason;
-  a.run_ms = run.duration_ms;
-  a.cpu_ms = run.cpu_ms;
-  a.max_rss_kb = run.max_rss_kb;
+  RecordRun(run);
   if (run.kill_reason && *run.kill_reason == "lost" && !req_.client_gone && !streaming) {
     // Not the code's doing: the warm pool's zygote died under it. Say so, and
     // that the same request can simply be sent again.

@@ -102,7 +102,9 @@ class SessionClient:
         return status, json.loads(data) if data else None
 
 
-class TestSessions(unittest.TestCase):
+class SessionTestCase(unittest.TestCase):
+    """Each test's sessions are deleted after it."""
+
     def setUp(self):
         self.c = SessionClient(server)
         self.made = []
@@ -111,6 +113,8 @@ class TestSessions(unittest.TestCase):
         for sid in self.made:
             self.c.delete(sid)
 
+
+class TestSessions(SessionTestCase):
     def new(self, **fields):
         fields.setdefault("profile", PROFILE)
         _, headers, body = self.c.create(**fields)
@@ -360,17 +364,9 @@ class TestSessions(unittest.TestCase):
         self.assertEqual(metric_value(text, "airlock_cgroups_leaked"), 0)
 
 
-class TestSessionFiles(unittest.TestCase):
+class TestSessionFiles(SessionTestCase):
     """The file API of a session, from the host side: the server touches the session's files
     as if it were inside it (docs/security.md, Files)."""
-
-    def setUp(self):
-        self.c = SessionClient(server)
-        self.made = []
-
-    def tearDown(self):
-        for sid in self.made:
-            self.c.delete(sid)
 
     def new(self, profile=PROFILE):
         sid = self.c.create(profile=profile)[2]["id"]
