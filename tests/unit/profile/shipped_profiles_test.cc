@@ -20,7 +20,11 @@ const std::vector<std::string> kMinimalImports = {
 
 class ShippedProfilesTest : public testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  // Loaded once, in SetUp rather than SetUpTestSuite: a suite-level ASSERT
+  // marks the tests skipped (ctest counts them as not failed), so shipped
+  // profiles that do not load would go unnoticed.
+  void SetUp() override {
+    if (set_ != nullptr) return;
     StatusOr<ProfileSet> s = LoadProfiles(AIRLOCK_TEST_PROFILES_DIR);
     ASSERT_TRUE(s.ok()) << s.status().message();
     set_ = new ProfileSet(std::move(s).value());
