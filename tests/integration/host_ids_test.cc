@@ -128,17 +128,21 @@ time.sleep(2)
 )";
 
 TEST_P(HostIdsTest, OneRunExhaustingPerUserPoolsDoesNotStarveAnother) {
+  // Names of this test process's own runs: ctest runs the cold and warm cases
+  // at once, and the host must tell whose process is whose.
+  const std::string tag = std::to_string(::getpid() % 100000);
+  const std::string attacker_name = "al-att-" + tag, victim_name = "al-vic-" + tag;
   std::atomic<bool> held{false}, victim_up{false};
   exec::RunResult attacker, victim;
   std::thread attack([&] {
-    attacker = PyWatched(NameSelf("al-attacker") + kAttacker, [&](exec::Stream s, std::string_view d) {
+    attacker = PyWatched(NameSelf(attacker_name) + kAttacker, [&](exec::Stream s, std::string_view d) {
       if (s == exec::Stream::kStdout && d.find("HELD") != std::string_view::npos) held = true;
     });
     held = true;  // ended: do not wait for it
   });
   for (int i = 0; i < 600 && !held; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::thread defend([&] {
-    victim = PyWatched(NameSelf("al-victim") + kVictim, [&](exec::Stream s, std::string_view d) {
+    victim = PyWatched(NameSelf(victim_name) + kVictim, [&](exec::Stream s, std::string_view d) {
       if (s == exec::Stream::kStdout && d.find("VICTIM") != std::string_view::npos) victim_up = true;
     });
     victim_up = true;
@@ -146,8 +150,8 @@ TEST_P(HostIdsTest, OneRunExhaustingPerUserPoolsDoesNotStarveAnother) {
   for (int i = 0; i < 600 && !victim_up; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // Seen from the host while both are alive: two different host uids, both
   // from this process's block of the range.
-  auto attackers = HostProcessesNamed("al-attacker");
-  auto victims = HostProcessesNamed("al-victim");
+  auto attackers = HostProcessesNamed(attacker_name);
+  auto victims = HostProcessesNamed(victim_name);
   defend.join();
   attack.join();
 
