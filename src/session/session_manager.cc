@@ -151,8 +151,10 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
   profile::SessionLifetimes life;
   if (const profile::Profile* prof = svc_.profiles().Find(profile_name)) life = prof->sessions;
   auto pick = [](double profile_value, double server_value) { return profile_value > 0 ? profile_value : server_value; };
-  const double max_idle = pick(life.max_idle_timeout_s, opt_.max_idle_timeout_s);
-  const double max_ttl = pick(life.max_ttl_s, opt_.max_ttl_s);
+  // The server's ceilings bind every profile (an operator's --session-max-ttl
+  // is a promise); a profile may only ask for less.
+  const double max_idle = std::min(pick(life.max_idle_timeout_s, opt_.max_idle_timeout_s), opt_.max_idle_timeout_s);
+  const double max_ttl = std::min(pick(life.max_ttl_s, opt_.max_ttl_s), opt_.max_ttl_s);
   double idle = request.idle_timeout_s.value_or(std::min(pick(life.idle_timeout_s, opt_.idle_timeout_s), max_idle));
   double ttl = request.ttl_s.value_or(std::min(pick(life.ttl_s, opt_.ttl_s), max_ttl));
   if (idle > max_idle) {
@@ -255,6 +257,7 @@ model::SessionView SessionManager::View(const Entry& e) const {
   v.isolation.landlock_abi = e.report.landlock_abi;
   v.isolation.cgroup_version = e.report.cgroup_version;
   v.isolation.mode = "session";
+  v.isolation.host_uid = e.report.host_uid;
   return v;
 }
 
