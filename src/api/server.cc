@@ -78,6 +78,7 @@ const char* RejectReason(model::ErrorKind kind) {
 
 class Session;
 class RunDriver;
+class SessionCallDriver;
 
 // ---------------------------------------------------------------------------
 // Shared server state. Everything here is touched only on the event-loop
@@ -120,8 +121,10 @@ struct Server::Impl {
   // behind a teardown. The run's slot is released when its teardown is done.
   net::thread_pool reaper{2};
 
-  // Sessions: the manager (its own expiry thread) and the threads session
-  // routes run on (a call blocks one for its duration).
+  // Sessions: the manager (its own expiry thread) and the threads the
+  // blocking session routes run on (create, restart, delete, files, and
+  // preparing a large call); calls themselves are fed from the loop
+  // (SessionCallDriver).
   std::unique_ptr<session::SessionManager> session_mgr;
   std::unique_ptr<SessionRoutes> session_routes;
   std::unique_ptr<net::thread_pool> session_pool;
@@ -140,6 +143,7 @@ struct Server::Impl {
   size_t running = 0;
   std::deque<std::shared_ptr<Session>> queue;
   std::set<std::shared_ptr<RunDriver>> drivers;
+  std::set<std::shared_ptr<SessionCallDriver>> call_drivers;  // session calls under way
   std::set<Session*> sessions;
 
   uint64_t id_seed = 0, id_counter = 0;
@@ -374,6 +378,121 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
 };
 
 // ---------------------------------------------------------------------------
+// SessionCallDriver: one call into a live session (session::LiveCall), fed
+// from the event loop like a RunDriver. A blocking call on a worker thread
+// cost two thread hops (there and back) on top of the runner's round trip:
+// on this 2-core VM they were most of a call's latency under load.
+
+class SessionCallDriver : public std::enable_shared_from_this<SessionCallDriver> {
+ public:
+  using Done = std::function<void(RouteReply)>;
+  using Fd = session::LiveCall::Fd;
+
+  SessionCallDriver(Server::Impl& s, std::unique_ptr<session::PendingCall> pending, Done done)
+      : s_(s),
+        pending_(std::move(pending)),
+        done_(std::move(done)),
+        desc_{net::posix::stream_descriptor(*s.io), net::posix::stream_descriptor(*s.io),
+              net::posix::stream_descriptor(*s.io), net::posix::stream_descriptor(*s.io),
+              net::posix::stream_descriptor(*s.io), net::posix::stream_descriptor(*s.io)},
+        timer_(*s.io) {}
+
+  // The fds belong to the session: released, never closed, here.
+  ~SessionCallDriver() { ReleaseAll(); }
+
+  void Start() {
+    session::LiveCall& c = pending_->call();
+    for (int i = 0; i < Fd::kFdCount; ++i) {
+      int fd = c.fd(static_cast<Fd>(i));
+      if (fd < 0) continue;
+      error_code ec;
+      desc_[i].assign(fd, ec);
+      if (ec) log::Warn("a session call's fd could not be watched: " + ec.message());
+    }
+    Continue();
+    if (!finishing_) Tick();
+  }
+
+  // A server stopping with the call under way: the call is dropped here,
+  // while the session manager still exists (its sessions are killed next).
+  void Abandon() {
+    if (finishing_) return;  // being finished on a worker: it completes there
+    finishing_ = true;
+    timer_.cancel();
+    ReleaseAll();
+    pending_.reset();
+  }
+
+ private:
+  void ReleaseAll() {
+    for (auto& d : desc_) {
+      if (d.is_open()) d.release();
+    }
+  }
+
+  // Waits on every fd the call still wants, then concludes once it is done.
+  void Continue() {
+    if (finishing_) return;
+    session::LiveCall& c = pending_->call();
+    if (c.done()) return Conclude();
+    for (int i = 0; i < Fd::kFdCount; ++i) {
+      if (waiting_[i] || c.fd(static_cast<Fd>(i)) < 0 || !desc_[i].is_open()) continue;
+      waiting_[i] = true;
+      auto kind = i == Fd::kControl ? net::posix::descriptor_base::wait_write : net::posix::descriptor_base::wait_read;
+      desc_[i].async_wait(kind, [self = shared_from_this(), i](const error_code& ec) {
+        self->waiting_[i] = false;
+        if (ec || self->finishing_) return;
+        self->pending_->call().OnReady(static_cast<Fd>(i));
+        self->Continue();
+      });
+    }
+  }
+
+  void Tick() {
+    int ms = pending_->call().OnTick();
+    Continue();
+    if (finishing_) return;
+    timer_.expires_after(std::chrono::milliseconds(std::max(ms, 1)));
+    timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (ec || self->finishing_) return;
+      self->Tick();
+    });
+  }
+
+  void Conclude() {
+    finishing_ = true;
+    timer_.cancel();
+    ReleaseAll();
+    // Small answers are made right here; a session that ended under the
+    // call (its remains are killed: blocking) or a large answer (figures,
+    // megabytes of output) is finished on a worker.
+    constexpr size_t kInlineFinishBytes = 64 * 1024;
+    if (!pending_->ended() && pending_->call().bytes_kept() <= kInlineFinishBytes) {
+      RouteReply reply = s_.session_routes->FinishCall(std::move(pending_));
+      return Complete(std::move(reply));
+    }
+    net::post(*s_.session_pool, [self = shared_from_this()] {
+      RouteReply reply = self->s_.session_routes->FinishCall(std::move(self->pending_));
+      net::post(*self->s_.io, [self, reply = std::move(reply)]() mutable { self->Complete(std::move(reply)); });
+    });
+  }
+
+  void Complete(RouteReply reply) {
+    Done done = std::move(done_);
+    s_.call_drivers.erase(shared_from_this());
+    if (done) done(std::move(reply));
+  }
+
+  Server::Impl& s_;
+  std::unique_ptr<session::PendingCall> pending_;
+  Done done_;
+  net::posix::stream_descriptor desc_[Fd::kFdCount];
+  bool waiting_[Fd::kFdCount] = {};
+  net::steady_timer timer_;
+  bool finishing_ = false;
+};
+
+// ---------------------------------------------------------------------------
 // Session: one client connection; one request at a time.
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -549,6 +668,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool ScreenHeaders();
   void Handle();
   void HandleSessionRoute();
+  void DriveSessionCall(std::unique_ptr<session::PendingCall> pending);
   void OnSessionReply(RouteReply reply);
   void HandleExecute();
   void OnPrepared(service::Prepared p);
@@ -909,10 +1029,42 @@ void Session::HandleSessionRoute() {
       });
     };
   }
-  net::post(*s_.session_pool, [self = shared_from_this(), rq = std::move(rq), hooks = std::move(hooks)]() {
+  if (call && rq.body.size() <= kInlinePrepareBytes) {
+    // Checked and begun right here (as /v1/execute's small requests are
+    // prepared on the loop), then fed from the loop.
+    RouteReply refused;
+    std::unique_ptr<session::PendingCall> pending = s_.session_routes->BeginCall(rq, hooks, &refused);
+    if (!pending) return OnSessionReply(std::move(refused));
+    return DriveSessionCall(std::move(pending));
+  }
+  net::post(*s_.session_pool, [self = shared_from_this(), rq = std::move(rq), hooks = std::move(hooks), call]() {
+    if (call) {
+      // A large call is analyzed off the loop, then fed from it.
+      RouteReply refused;
+      std::unique_ptr<session::PendingCall> pending = self->s_.session_routes->BeginCall(rq, hooks, &refused);
+      net::post(*self->s_.io, [self, pending = std::move(pending), refused = std::move(refused)]() mutable {
+        if (!pending) return self->OnSessionReply(std::move(refused));
+        self->DriveSessionCall(std::move(pending));
+      });
+      return;
+    }
     RouteReply reply = self->s_.session_routes->Handle(rq, hooks);
     net::post(*self->s_.io, [self, reply = std::move(reply)]() mutable { self->OnSessionReply(std::move(reply)); });
   });
+}
+
+void Session::DriveSessionCall(std::unique_ptr<session::PendingCall> pending) {
+  if (state_ == State::kClosed) {
+    // The connection went while the call was being prepared: the call is
+    // dropped unrun (the session takes calls again).
+    return;
+  }
+  std::weak_ptr<Session> weak = weak_from_this();
+  auto driver = std::make_shared<SessionCallDriver>(s_, std::move(pending), [weak](RouteReply reply) {
+    if (auto self = weak.lock()) self->OnSessionReply(std::move(reply));
+  });
+  s_.call_drivers.insert(driver);
+  driver->Start();
 }
 
 void Session::OnSessionReply(RouteReply reply) {
@@ -1064,7 +1216,11 @@ Server::Impl::~Impl() {
   launcher.join();
   workers.join();
   reaper.join();
-  // Session calls under way end with their sessions; then the manager goes.
+  // Session calls under way are dropped, then their sessions end; then the
+  // manager goes.
+  std::vector<std::shared_ptr<SessionCallDriver>> calls(call_drivers.begin(), call_drivers.end());
+  for (auto& d : calls) d->Abandon();
+  call_drivers.clear();
   session_mgr->CloseAll();
   session_pool->join();
   session_routes.reset();

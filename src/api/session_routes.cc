@@ -186,6 +186,41 @@ bool SessionRoutes::IsUpload(std::string_view method, std::string_view path) {
   return method == "PUT" && Matches(path) && Rest(path).substr(0, 7) == "/files/";
 }
 
+std::unique_ptr<session::PendingCall> SessionRoutes::BeginCall(const RouteRequest& rq,
+                                                               const session::CallHooks& hooks,
+                                                               RouteReply* refused) {
+  const std::string& rid = rq.request_id;
+  std::string id = SessionId(rq.path);
+  model::ApiError error;
+  if (!IsSessionId(id)) {
+    error = {model::ErrorKind::kNotFound,
+             "'" + id.substr(0, 80) + "' is not a session id (they look like s1-0123abcd-<32 hex digits>)", ""};
+    error.code = "session_not_found";
+    *refused = Error(error, rid);
+    return nullptr;
+  }
+  model::ExecuteRequest request;
+  if (!model::ParseSessionExecuteRequest(rq.body, opt_.caps, &request, &error)) {
+    *refused = Error(error, rid);
+    return nullptr;
+  }
+  request.stream_output = rq.stream_output;
+  session::CallReply call;
+  std::unique_ptr<session::PendingCall> pending = mgr_.BeginCall(id, rq.owner, request, rid, hooks, &call);
+  if (!pending) {
+    *refused = Error(call.error, rid, call.violations);
+    refused->call = std::move(call);
+  }
+  return pending;
+}
+
+RouteReply SessionRoutes::FinishCall(std::unique_ptr<session::PendingCall> pending) {
+  session::CallReply call = mgr_.FinishCall(std::move(pending));
+  RouteReply r = Json(200, model::SessionExecuteToJson(call.response, call.call));
+  r.call = std::move(call);
+  return r;
+}
+
 RouteReply SessionRoutes::Handle(const RouteRequest& rq, const session::CallHooks& hooks) {
   const std::string& rid = rq.request_id;
   if (rq.path == kPrefix) {
@@ -224,18 +259,11 @@ RouteReply SessionRoutes::Handle(const RouteRequest& rq, const session::CallHook
   }
   if (rest == "/execute") {
     if (rq.method != "POST") return MethodNotAllowed("POST", rid);
-    model::ExecuteRequest request;
-    if (!model::ParseSessionExecuteRequest(rq.body, opt_.caps, &request, &error)) return Error(error, rid);
-    request.stream_output = rq.stream_output;
-    session::CallReply call = mgr_.Execute(id, rq.owner, request, rid, hooks);
-    RouteReply r;
-    if (call.kind == session::CallReply::Kind::kRan) {
-      r = Json(200, model::SessionExecuteToJson(call.response, call.call));
-    } else {
-      r = Error(call.error, rid, call.violations);
-    }
-    r.call = std::move(call);
-    return r;
+    RouteReply refused;
+    std::unique_ptr<session::PendingCall> pending = BeginCall(rq, hooks, &refused);
+    if (!pending) return refused;
+    pending->call().WaitDone();
+    return FinishCall(std::move(pending));
   }
   if (rest == "/restart") {
     if (rq.method != "POST") return MethodNotAllowed("POST", rid);

@@ -78,6 +78,13 @@ class SessionRoutes {
   static std::string SessionId(std::string_view path);
   // Whether the route is a session call (POST .../execute).
   static bool IsCall(std::string_view method, std::string_view path);
+  // A session call (IsCall) in two halves, for a server that feeds the call
+  // from its event loop (session::LiveCall): nullptr with *refused set when
+  // the call does not run. Neither blocks but FinishCall when
+  // pending->ended() (the session's remains are killed).
+  std::unique_ptr<session::PendingCall> BeginCall(const RouteRequest& rq, const session::CallHooks& hooks,
+                                                  RouteReply* refused);
+  RouteReply FinishCall(std::unique_ptr<session::PendingCall> pending);
   // Whether the route takes a raw (non-JSON) body: PUT .../files/{path}.
   static bool IsUpload(std::string_view method, std::string_view path);
 

@@ -53,24 +53,6 @@ bool ReadStream(int fd, exec::Stream s, int64_t limit, exec::StreamCapture* cap,
   return true;
 }
 
-bool WriteAll(int fd, const char* data, size_t size, Clock::time_point deadline) {
-  while (size > 0) {
-    ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data += n;
-      size -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN) return false;
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-    if (left <= 0) return false;
-    struct pollfd p = {fd, POLLOUT, 0};
-    if (::poll(&p, 1, left) < 0 && errno != EINTR) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 LiveSession::LiveSession(exec::SessionHandOff handoff, const isolation::Spec& spec, size_t max_event_bytes)
@@ -156,18 +138,6 @@ void LiveSession::DrainStale() {
   }
 }
 
-bool LiveSession::SendCall(std::string_view request, int64_t call, Clock::time_point deadline) {
-  (void)call;
-  std::string frame(9, '\0');
-  frame[0] = 'C';
-  uint64_t size = request.size();
-  for (int i = 0; i < 8; ++i) frame[static_cast<size_t>(1 + i)] = static_cast<char>((size >> (8 * i)) & 0xFF);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (killed_) return false;
-  return WriteAll(h_.control.get(), frame.data(), frame.size(), deadline) &&
-         WriteAll(h_.control.get(), request.data(), request.size(), deadline);
-}
-
 bool LiveSession::SendInterrupt() {
   std::lock_guard<std::mutex> lock(mu_);
   if (killed_ || !program_pidfd_) return false;
@@ -175,170 +145,296 @@ bool LiveSession::SendInterrupt() {
 }
 
 CallOutcome LiveSession::Call(std::string_view request, int64_t call, const CallOptions& options) {
-  CallOutcome o(max_event_bytes_);
-  exec::RunResult& r = o.result;
-  r.isolation = run_.report;
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
-  Clock::time_point grace_deadline = Clock::time_point::max();
-  Clock::time_point next_stats = start + std::chrono::milliseconds(kStatsIntervalMs);
-  const uint64_t cpu_before = run_.cgroup ? run_.cgroup->ReadCpuUsageNs() : 0;
-  in_call_ = true;
-  DrainStale();
+  LiveCall c(*this, nullptr, std::string(request), call, options);
+  c.WaitDone();
+  return c.Finish();
+}
 
-  // The session is killed (SIGKILL to every process of it) and the call says why.
-  auto end_session = [&](exec::KillReason reason, const std::string& detail) {
-    if (r.kill_reason == exec::KillReason::kNone || r.kill_reason == exec::KillReason::kTimeout) r.kill_reason = reason;
-    if (r.kill_detail.empty() || reason != exec::KillReason::kTimeout) r.kill_detail = detail;
-    r.signal = SIGKILL;
-    r.exit_code = 128 + SIGKILL;
+// ---------------------------------------------------------------------------
+
+std::unique_ptr<LiveCall> LiveCall::Start(std::shared_ptr<LiveSession> session, std::string request, int64_t call,
+                                          CallOptions options) {
+  LiveSession& s = *session;
+  return std::unique_ptr<LiveCall>(new LiveCall(s, std::move(session), std::move(request), call, std::move(options)));
+}
+
+LiveCall::LiveCall(LiveSession& session, std::shared_ptr<LiveSession> keep, std::string request, int64_t call,
+                   CallOptions options)
+    : s_(session),
+      keep_(std::move(keep)),
+      call_(call),
+      options_(std::move(options)),
+      o_(session.max_event_bytes_) {
+  o_.result.isolation = s_.run_.report;
+  start_ = Clock::now();
+  deadline_ = start_ + std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
+  grace_deadline_ = Clock::time_point::max();
+  next_stats_ = start_ + std::chrono::milliseconds(kStatsIntervalMs);
+  cpu_before_ = s_.run_.cgroup ? s_.run_.cgroup->ReadCpuUsageNs() : 0;
+  s_.in_call_ = true;
+  s_.DrainStale();
+  // The frame: 'C', the request's size (8 bytes, little-endian), the request.
+  pending_.reserve(9 + request.size());
+  pending_.push_back('C');
+  uint64_t size = request.size();
+  for (int i = 0; i < 8; ++i) pending_.push_back(static_cast<char>((size >> (8 * i)) & 0xFF));
+  pending_ += request;
+  Send();
+}
+
+LiveCall::~LiveCall() {
+  if (!finished_) s_.in_call_ = false;
+}
+
+void LiveCall::Send() {
+  bool failed = false;
+  {
+    std::lock_guard<std::mutex> lock(s_.mu_);
+    failed = s_.killed_;
+    while (!failed && sent_ < pending_.size()) {
+      ssize_t n = ::send(s_.h_.control.get(), pending_.data() + sent_, pending_.size() - sent_,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent_ += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && errno == EAGAIN) {
+        return;  // the rest when the socket is writable (fd(kControl))
+      } else {
+        failed = true;
+      }
+    }
+  }
+  if (!failed) {
+    pending_.clear();
+    pending_.shrink_to_fit();
+    sent_ = 0;
+    return;
+  }
+  exec::RunResult& r = o_.result;
+  if (!s_.Alive()) {
+    o_.alive = false;
+    o_.end_reason = s_.EndReason();
+    r.kill_reason = exec::KillReason::kLost;
+    r.kill_detail = "the session had ended before the call: " + o_.end_reason;
+    done_ = true;
+  } else {
+    EndSession(exec::KillReason::kLost, "lost: the call could not be handed to the session's interpreter");
+  }
+}
+
+// The session is killed (SIGKILL to every process of it) and the call says why.
+void LiveCall::EndSession(exec::KillReason reason, const std::string& detail) {
+  exec::RunResult& r = o_.result;
+  if (r.kill_reason == exec::KillReason::kNone || r.kill_reason == exec::KillReason::kTimeout) r.kill_reason = reason;
+  if (r.kill_detail.empty() || reason != exec::KillReason::kTimeout) r.kill_detail = detail;
+  r.signal = SIGKILL;
+  r.exit_code = 128 + SIGKILL;
+  {
+    std::lock_guard<std::mutex> lock(s_.mu_);
+    if (s_.kill_reason_.empty()) s_.kill_reason_ = detail;
+  }
+  s_.Kill(detail);
+  o_.alive = false;
+  o_.end_reason = detail;
+  done_ = true;
+}
+
+int LiveCall::fd(Fd which) const {
+  if (done_) return -1;
+  switch (which) {
+    case kOut: return out_open_ ? s_.run_.stdout_fd.get() : -1;
+    case kErr: return err_open_ ? s_.run_.stderr_fd.get() : -1;
+    case kChan: return chan_open_ ? s_.h_.events_read.get() : -1;
+    case kPid: return s_.run_.pidfd.get();
+    case kCancel: return s_.cancel_event_.get();
+    case kControl: return sent_ < pending_.size() ? s_.h_.control.get() : -1;
+    case kFdCount: break;
+  }
+  return -1;
+}
+
+int LiveCall::OnTick() {
+  if (done_) return 1000;
+  exec::RunResult& r = o_.result;
+  Clock::time_point now = Clock::now();
+  if (!interrupt_sent_ && now >= deadline_) {
+    interrupt_sent_ = true;
+    r.kill_reason = exec::KillReason::kTimeout;
+    r.timed_out = true;
+    r.kill_detail = "the call ran past its timeout of " + Seconds(options_.timeout_s) + " s and was interrupted";
+    grace_deadline_ = now + std::chrono::milliseconds(static_cast<int64_t>(options_.interrupt_grace_s * 1000));
+    s_.SendInterrupt();
+  }
+  if (now >= grace_deadline_) {
+    std::string what = r.kill_reason == exec::KillReason::kCancelled ? "cancelled" : "timeout";
+    r.kill_detail += "; it did not stop within " + Seconds(options_.interrupt_grace_s) +
+                     " s of the interrupt, so the session was killed";
+    EndSession(r.kill_reason, what + ": " + r.kill_detail);
+    return 1000;
+  }
+  if (s_.run_.cgroup && now >= next_stats_) {
+    next_stats_ = now + std::chrono::milliseconds(kStatsIntervalMs);
+    isolation::CgroupStats st = s_.run_.cgroup->ReadStats();
+    if (st.oom_kills > 0) {
+      EndSession(exec::KillReason::kMemory, "memory: the session ran out of memory (limit " +
+                                                std::to_string(s_.spec_.limits.memory_bytes) + " bytes)");
+      return 1000;
+    }
+    if (st.pids_max_hits > 0) {
+      EndSession(exec::KillReason::kPids, "pids: the session reached its process limit of " +
+                                              std::to_string(s_.spec_.limits.pids) +
+                                              " (a fork or thread was refused)");
+      return 1000;
+    }
+  }
+  Clock::time_point wake = std::min(interrupt_sent_ ? grace_deadline_ : deadline_, next_stats_);
+  if (!s_.run_.cgroup) wake = std::min(wake, now + std::chrono::milliseconds(1000));
+  return static_cast<int>(
+      std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1, 1, 1000));
+}
+
+void LiveCall::OnReady(Fd which) {
+  if (done_) return;
+  switch (which) {
+    case kOut:
+    case kErr: return OnOutput(which);
+    case kChan: return OnChannel();
+    case kPid: return OnDeath();
+    case kCancel: return OnCancel();
+    case kControl: return Send();
+    case kFdCount: break;
+  }
+}
+
+void LiveCall::OnOutput(Fd which) {
+  exec::RunResult& r = o_.result;
+  if (which == kOut && out_open_) {
+    out_open_ = ReadStream(s_.run_.stdout_fd.get(), exec::Stream::kStdout, options_.output_cap, &r.out,
+                           options_.on_output);
+  }
+  if (which == kErr && err_open_) {
+    err_open_ = ReadStream(s_.run_.stderr_fd.get(), exec::Stream::kStderr, options_.output_cap, &r.err,
+                           options_.on_output);
+  }
+  // As for a one-shot run: output past the cap is dropped, and a program
+  // that keeps writing far past it is stopped (here: its session).
+  for (const exec::StreamCapture* c : {&r.out, &r.err}) {
+    if (static_cast<int64_t>(c->total_bytes) - options_.output_cap > OutputKillThreshold(options_.output_cap)) {
+      EndSession(exec::KillReason::kOutput, std::string("output: ") + (c == &r.out ? "stdout" : "stderr") +
+                                                " kept writing far past its cap of " +
+                                                std::to_string(options_.output_cap) + " bytes");
+      return;
+    }
+  }
+}
+
+void LiveCall::OnChannel() {
+  if (!chan_open_) return;
+  exec::RunResult& r = o_.result;
+  chan_open_ = o_.channel.ReadFrom(s_.h_.events_read.get());
+  if (o_.channel.overflowed()) {
+    EndSession(exec::KillReason::kChannel, "channel: " + o_.channel.overflow_detail());
+    return;
+  }
+  auto end = model::ParseProgramEnd(o_.channel.data(), o_.channel.truncated());
+  if (!end || end->call != call_) return;
+  // The runner flushed stdout and stderr before its end event: what is in
+  // the pipes now is all of this call's output.
+  for (Fd w : {kOut, kErr}) {
+    int f = fd(w);
+    struct pollfd p = {f, POLLIN, 0};
+    while (f >= 0 && ::poll(&p, 1, 0) > 0) {
+      OnOutput(w);
+      if (done_) return;
+      f = fd(w);
+      p.fd = f;
+    }
+  }
+  r.exit_code = end->exit_code;
+  r.max_rss_kb = end->max_rss_kb;
+  o_.interrupted = interrupt_sent_;
+  if (interrupt_sent_ && r.kill_reason == exec::KillReason::kTimeout) {
+    r.kill_detail += " (KeyboardInterrupt); the session lives on";
+  }
+  done_ = true;
+}
+
+void LiveCall::OnDeath() {
+  struct pollfd p = {s_.run_.pidfd.get(), POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return;  // spurious
+  // The session died under the call: what it wrote is all there is.
+  exec::RunResult& r = o_.result;
+  if (out_open_) ReadStream(s_.run_.stdout_fd.get(), exec::Stream::kStdout, options_.output_cap, &r.out,
+                            options_.on_output);
+  if (err_open_) ReadStream(s_.run_.stderr_fd.get(), exec::Stream::kStderr, options_.output_cap, &r.err,
+                            options_.on_output);
+  if (chan_open_) o_.channel.ReadFrom(s_.h_.events_read.get());
+  o_.alive = false;
+  o_.end_reason = s_.EndReason();
+  std::string kind = o_.end_reason.substr(0, o_.end_reason.find(':'));
+  if (r.kill_reason == exec::KillReason::kNone) {
+    r.kill_reason = kind == "memory" ? exec::KillReason::kMemory
+                    : kind == "lost" ? exec::KillReason::kLost
+                                     : exec::KillReason::kSignal;
+    r.kill_detail = o_.end_reason;
+  }
+  if (auto e = isolation::ReadProgramStatus(s_.run_, 0); e.ok()) {
+    r.exit_code = e->exited ? e->exit_code : 128 + (e->signal ? e->signal : SIGKILL);
+    r.signal = e->exited ? 0 : (e->signal ? e->signal : SIGKILL);
+  }
+  done_ = true;
+}
+
+void LiveCall::OnCancel() {
+  uint64_t v;
+  bool any = false;
+  while (::read(s_.cancel_event_.get(), &v, sizeof v) > 0) any = true;
+  if (!any) return;  // spurious
+  exec::RunResult& r = o_.result;
+  if (!interrupt_sent_) {
+    interrupt_sent_ = true;
+    r.kill_reason = exec::KillReason::kCancelled;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (kill_reason_.empty()) kill_reason_ = detail;
+      std::lock_guard<std::mutex> lock(s_.mu_);
+      r.kill_detail = s_.cancel_detail_.empty() ? "the call was cancelled" : s_.cancel_detail_;
     }
-    Kill(detail);
-    o.alive = false;
-    o.end_reason = detail;
-  };
+    grace_deadline_ =
+        Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.interrupt_grace_s * 1000));
+  }
+  s_.SendInterrupt();
+}
 
-  bool interrupt_sent = false;
-  bool done = false;
-  if (!SendCall(request, call, deadline)) {
-    if (!Alive()) {
-      o.alive = false;
-      o.end_reason = EndReason();
-      r.kill_reason = exec::KillReason::kLost;
-      r.kill_detail = "the session had ended before the call: " + o.end_reason;
-    } else {
-      end_session(exec::KillReason::kLost, "lost: the call could not be handed to the session's interpreter");
+void LiveCall::WaitDone() {
+  constexpr Fd kAll[] = {kOut, kErr, kChan, kPid, kCancel, kControl};
+  while (!done_) {
+    int wait_ms = OnTick();
+    if (done_) break;
+    struct pollfd fds[kFdCount];
+    for (Fd w : kAll) fds[w] = {fd(w), static_cast<short>(w == kControl ? POLLOUT : POLLIN), 0};
+    int n = ::poll(fds, kFdCount, wait_ms);
+    if (n < 0 && errno != EINTR) {
+      log::Warn(std::string("a session call's poll failed: ") + strerror(errno));
+      ::usleep(1000);
+      continue;
     }
-    done = true;
-  }
-  bool out_open = true, err_open = true, chan_open = true;
-  while (!done) {
-    Clock::time_point now = Clock::now();
-    if (!interrupt_sent && now >= deadline) {
-      interrupt_sent = true;
-      r.kill_reason = exec::KillReason::kTimeout;
-      r.timed_out = true;
-      r.kill_detail = "the call ran past its timeout of " + Seconds(options.timeout_s) + " s and was interrupted";
-      grace_deadline = now + std::chrono::milliseconds(static_cast<int64_t>(options.interrupt_grace_s * 1000));
-      SendInterrupt();
-    }
-    if (now >= grace_deadline) {
-      std::string what = r.kill_reason == exec::KillReason::kCancelled ? "cancelled" : "timeout";
-      r.kill_detail += "; it did not stop within " + Seconds(options.interrupt_grace_s) +
-                       " s of the interrupt, so the session was killed";
-      end_session(r.kill_reason, what + ": " + r.kill_detail);
-      break;
-    }
-    if (run_.cgroup && now >= next_stats) {
-      next_stats = now + std::chrono::milliseconds(kStatsIntervalMs);
-      isolation::CgroupStats st = run_.cgroup->ReadStats();
-      if (st.oom_kills > 0) {
-        end_session(exec::KillReason::kMemory, "memory: the session ran out of memory (limit " +
-                                                   std::to_string(spec_.limits.memory_bytes) + " bytes)");
-        break;
-      }
-      if (st.pids_max_hits > 0) {
-        end_session(exec::KillReason::kPids, "pids: the session reached its process limit of " +
-                                                 std::to_string(spec_.limits.pids) + " (a fork or thread was refused)");
-        break;
-      }
-    }
-    Clock::time_point wake = std::min({interrupt_sent ? grace_deadline : deadline, next_stats});
-    int wait_ms = static_cast<int>(
-        std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1, 1, 1000));
-    struct pollfd fds[5] = {{out_open ? run_.stdout_fd.get() : -1, POLLIN, 0},
-                            {err_open ? run_.stderr_fd.get() : -1, POLLIN, 0},
-                            {chan_open ? h_.events_read.get() : -1, POLLIN, 0},
-                            {run_.pidfd.get(), POLLIN, 0},
-                            {cancel_event_.get(), POLLIN, 0}};
-    int n = ::poll(fds, 5, run_.cgroup ? wait_ms : std::min(wait_ms, 1000));
-    if (n < 0 && errno != EINTR) break;
-    if (n <= 0) continue;
-    if (fds[0].revents) out_open = ReadStream(fds[0].fd, exec::Stream::kStdout, options.output_cap, &r.out, options.on_output);
-    if (fds[1].revents) err_open = ReadStream(fds[1].fd, exec::Stream::kStderr, options.output_cap, &r.err, options.on_output);
-    // As for a one-shot run: output past the cap is dropped, and a program
-    // that keeps writing far past it is stopped (here: its session).
-    for (const exec::StreamCapture* c : {&r.out, &r.err}) {
-      if (static_cast<int64_t>(c->total_bytes) - options.output_cap > OutputKillThreshold(options.output_cap)) {
-        end_session(exec::KillReason::kOutput, std::string("output: ") + (c == &r.out ? "stdout" : "stderr") +
-                                                   " kept writing far past its cap of " +
-                                                   std::to_string(options.output_cap) + " bytes");
-        break;
-      }
-    }
-    if (!o.alive) break;
-    if (fds[2].revents) {
-      chan_open = o.channel.ReadFrom(fds[2].fd);
-      if (o.channel.overflowed()) {
-        end_session(exec::KillReason::kChannel, "channel: " + o.channel.overflow_detail());
-        break;
-      }
-      if (auto end = model::ParseProgramEnd(o.channel.data(), o.channel.truncated()); end && end->call == call) {
-        // The runner flushed stdout and stderr before its end event: what is
-        // in the pipes now is all of this call's output.
-        while (out_open && ReadStream(run_.stdout_fd.get(), exec::Stream::kStdout, options.output_cap, &r.out,
-                                      options.on_output) &&
-               ::poll(&fds[0], 1, 0) > 0) {
-        }
-        while (err_open && ReadStream(run_.stderr_fd.get(), exec::Stream::kStderr, options.output_cap, &r.err,
-                                      options.on_output) &&
-               ::poll(&fds[1], 1, 0) > 0) {
-        }
-        r.exit_code = end->exit_code;
-        r.max_rss_kb = end->max_rss_kb;
-        o.interrupted = interrupt_sent;
-        if (interrupt_sent && r.kill_reason == exec::KillReason::kTimeout) {
-          r.kill_detail += " (KeyboardInterrupt); the session lives on";
-        }
-        done = true;
-      }
-    }
-    if (!done && fds[3].revents) {
-      // The session died under the call: what it wrote is all there is.
-      if (out_open) ReadStream(run_.stdout_fd.get(), exec::Stream::kStdout, options.output_cap, &r.out, options.on_output);
-      if (err_open) ReadStream(run_.stderr_fd.get(), exec::Stream::kStderr, options.output_cap, &r.err, options.on_output);
-      if (chan_open) o.channel.ReadFrom(h_.events_read.get());
-      o.alive = false;
-      o.end_reason = EndReason();
-      std::string kind = o.end_reason.substr(0, o.end_reason.find(':'));
-      if (r.kill_reason == exec::KillReason::kNone) {
-        r.kill_reason = kind == "memory" ? exec::KillReason::kMemory
-                        : kind == "lost" ? exec::KillReason::kLost
-                                         : exec::KillReason::kSignal;
-        r.kill_detail = o.end_reason;
-      }
-      if (auto e = isolation::ReadProgramStatus(run_, 0); e.ok()) {
-        r.exit_code = e->exited ? e->exit_code : 128 + (e->signal ? e->signal : SIGKILL);
-        r.signal = e->exited ? 0 : (e->signal ? e->signal : SIGKILL);
-      }
-      done = true;
-    }
-    if (!done && fds[4].revents) {
-      uint64_t v;
-      while (::read(cancel_event_.get(), &v, sizeof v) > 0) {
-      }
-      if (!interrupt_sent) {
-        interrupt_sent = true;
-        r.kill_reason = exec::KillReason::kCancelled;
-        std::lock_guard<std::mutex> lock(mu_);
-        r.kill_detail = cancel_detail_.empty() ? "the call was cancelled" : cancel_detail_;
-        grace_deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options.interrupt_grace_s * 1000));
-      }
-      if (interrupt_sent) SendInterrupt();
+    for (Fd w : kAll) {
+      if (n > 0 && fds[w].revents && !done_) OnReady(w);
     }
   }
-  in_call_ = false;
-  if (!o.alive && o.end_reason.empty()) o.end_reason = EndReason();
-  const Clock::time_point end = Clock::now();
-  r.duration_ms = MsBetween(start, end);
-  if (run_.cgroup && o.alive) {
-    uint64_t cpu_after = run_.cgroup->ReadCpuUsageNs();
-    r.cpu_ms = static_cast<int64_t>((cpu_after - std::min(cpu_after, cpu_before)) / 1000000);
+}
+
+CallOutcome LiveCall::Finish() {
+  finished_ = true;
+  s_.in_call_ = false;
+  if (!o_.alive && o_.end_reason.empty()) o_.end_reason = s_.EndReason();
+  exec::RunResult& r = o_.result;
+  r.duration_ms = MsBetween(start_, Clock::now());
+  if (s_.run_.cgroup && o_.alive) {
+    uint64_t cpu_after = s_.run_.cgroup->ReadCpuUsageNs();
+    r.cpu_ms = static_cast<int64_t>((cpu_after - std::min(cpu_after, cpu_before_)) / 1000000);
   }
-  return o;
+  return std::move(o_);
 }
 
 }  // namespace airlock::session

@@ -4,12 +4,20 @@
 // run's mount namespace) the working directory of the session: destroying it
 // kills them all.
 //
-//   auto live = std::make_unique<LiveSession>(std::move(handoff), spec, max_event_bytes);
+//   auto live = std::make_shared<LiveSession>(std::move(handoff), spec, max_event_bytes);
 //   CallOutcome o = live->Call(request_json, /*call=*/1, options);  // blocking
 //   if (!o.alive) ... the session is over: o.result.kill_detail says why
 //
-// Call() blocks its thread for the call's duration (a worker thread of the
-// server); Alive(), Interrupt() and Kill() may be called from any thread.
+// Or fed by an event loop (the server's), which saves the two thread hops a
+// blocking call costs:
+//   std::unique_ptr<LiveCall> c = LiveCall::Start(live, request_json, 1, options);
+//   until c->done(): wait for c->fd(i) (readable; kControl: writable) or
+//                    c->OnTick() ms, then c->OnReady(i) / c->OnTick()
+//   CallOutcome o = c->Finish();
+//
+// Call() blocks its thread for the call's duration (a worker thread); a
+// LiveCall never blocks. Alive(), Cancel() and Kill() may be called from any
+// thread.
 #pragma once
 
 #include <sys/types.h>
@@ -51,6 +59,8 @@ struct CallOutcome {
   explicit CallOutcome(size_t channel_cap) : channel(channel_cap) {}
 };
 
+class LiveCall;
+
 class LiveSession {
  public:
   LiveSession(exec::SessionHandOff handoff, const isolation::Spec& spec, size_t max_event_bytes);
@@ -60,6 +70,7 @@ class LiveSession {
   // for its end event, the deadline (then interrupt, then kill), a Cancel(),
   // or the session's death.
   CallOutcome Call(std::string_view request, int64_t call, const CallOptions& options);
+  // The same call, driven by the caller's loop (LiveCall below).
   // Interrupts the call under way as its timeout would (kill_reason
   // "cancelled"); a no-op between calls. Thread-safe.
   void Cancel(const std::string& detail);
@@ -79,7 +90,7 @@ class LiveSession {
   const isolation::Limits& limits() const { return spec_.limits; }
 
  private:
-  bool SendCall(std::string_view request, int64_t call, Clock::time_point deadline);
+  friend class LiveCall;
   bool SendInterrupt();
   void DrainStale();
 
@@ -97,6 +108,62 @@ class LiveSession {
   std::string cancel_detail_;
   bool killed_ = false;
   std::string kill_reason_;
+};
+
+// One call under way in a session, fed by a loop: it never blocks. The
+// session (held) must not have another call under way.
+class LiveCall {
+ public:
+  enum Fd { kOut, kErr, kChan, kPid, kCancel, kControl, kFdCount };
+
+  // Drains what the session wrote between calls, and begins sending the call.
+  static std::unique_ptr<LiveCall> Start(std::shared_ptr<LiveSession> session, std::string request, int64_t call,
+                                         CallOptions options);
+  ~LiveCall();
+
+  // The fd to wait on for `which`, or -1: readability for all but kControl,
+  // which is waited on for writability while the call is still being sent.
+  int fd(Fd which) const;
+  // `which` is ready (the loop's wait said so; a spurious call is harmless).
+  void OnReady(Fd which);
+  // Deadlines (timeout: interrupt; grace: kill) and the cgroup's events;
+  // returns milliseconds until it wants to be called again.
+  int OnTick();
+  bool done() const { return done_; }
+  // Whether the session ended under the call (killed, or died).
+  bool session_ended() const { return !o_.alive; }
+  // What the call has kept so far (output and result events): what turning
+  // it into a response will walk through.
+  size_t bytes_kept() const { return o_.result.out.data.size() + o_.result.err.data.size() + o_.channel.data().size(); }
+  // Drives the call to done() on a poll loop of its own (blocking).
+  void WaitDone();
+  // Once done(): the call's result (once).
+  CallOutcome Finish();
+
+ private:
+  friend class LiveSession;  // Call(): the same call, on its own poll loop
+  LiveCall(LiveSession& session, std::shared_ptr<LiveSession> keep, std::string request, int64_t call,
+           CallOptions options);
+  void Send();
+  void EndSession(exec::KillReason reason, const std::string& detail);
+  void OnOutput(Fd which);
+  void OnChannel();
+  void OnDeath();
+  void OnCancel();
+
+  LiveSession& s_;
+  std::shared_ptr<LiveSession> keep_;  // Start(): the session lives as long as the call
+  int64_t call_;
+  CallOptions options_;
+  CallOutcome o_;
+  std::string pending_;  // the frame and request not yet sent
+  size_t sent_ = 0;
+  Clock::time_point start_, deadline_, grace_deadline_, next_stats_;
+  uint64_t cpu_before_ = 0;
+  bool interrupt_sent_ = false;
+  bool done_ = false;
+  bool finished_ = false;
+  bool out_open_ = true, err_open_ = true, chan_open_ = true;
 };
 
 }  // namespace airlock::session

@@ -264,67 +264,97 @@ model::SessionView SessionManager::View(const Entry& e) const {
 CallReply SessionManager::Execute(const std::string& id, const std::string& owner,
                                   const model::ExecuteRequest& request, const std::string& request_id,
                                   const CallHooks& hooks) {
-  CallReply reply;
+  CallReply refused;
+  std::unique_ptr<PendingCall> p = BeginCall(id, owner, request, request_id, hooks, &refused);
+  if (!p) return refused;
+  p->call().WaitDone();
+  return FinishCall(std::move(p));
+}
+
+void SessionManager::ReleaseBusy(Entry& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  e.busy = false;
+  e.last_used = Clock::now();
+  e.last_used_ms = NowMs();
+}
+
+PendingCall::~PendingCall() {
+  // Abandoned before FinishCall (a server stopping): the session takes calls again.
+  if (!finished_ && mgr_ && entry_) mgr_->ReleaseBusy(*std::static_pointer_cast<SessionManager::Entry>(entry_));
+}
+
+std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, const std::string& owner,
+                                                       const model::ExecuteRequest& request,
+                                                       const std::string& request_id, const CallHooks& hooks,
+                                                       CallReply* refused) {
+  CallReply& reply = *refused;
   std::shared_ptr<Entry> e;
   std::shared_ptr<LiveSession> live;
   model::ExecuteRequest req = request;
   {
     std::lock_guard<std::mutex> lock(mu_);
     e = Find(id, owner, &reply.error, /*want_live=*/true);
-    if (!e) return reply;
+    if (!e) return nullptr;
     if (e->busy) {
       reply.error = {model::ErrorKind::kConflict,
                      "the session is running another call; a session takes one call at a time (wait for it, or "
                      "use another session)",
                      ""};
       reply.error.code = "session_busy";
-      return reply;
+      return nullptr;
     }
     e->busy = true;
     live = e->live;
     req.profile = e->profile;
     req.limits = e->base.limits;
   }
-  auto release = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    e->busy = false;
-    e->last_used = Clock::now();
-    e->last_used_ms = NowMs();
-  };
   // The analyzer and the import allowlist apply to every call, as to a one-shot run.
   service::Prepared p = svc_.Prepare(req, request_id);
   reply.profile = p.profile_name;
   reply.code_sha256 = p.code_sha256;
   reply.code_bytes = p.code_bytes;
   if (p.verdict != service::Verdict::kRun) {
-    release();
+    ReleaseBusy(*e);
     reply.kind = p.verdict == service::Verdict::kRejected ? CallReply::Kind::kRejected : CallReply::Kind::kError;
     reply.error = p.error;
     reply.violations = std::move(p.violations);
-    return reply;
+    return nullptr;
   }
-  int64_t n;
+  auto pending = std::unique_ptr<PendingCall>(new PendingCall());
+  pending->mgr_ = this;
+  pending->entry_ = e;
+  pending->reply_ = std::move(reply);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    n = ++e->execution_count;
+    pending->n_ = ++e->execution_count;
   }
-  model::RunnerConfig cfg = p.plan->warm_config;
-  cfg.call = n;
+  pending->plan_ = std::move(p.plan);
+  model::RunnerConfig cfg = pending->plan_->warm_config;
+  cfg.call = pending->n_;
   CallOptions options;
-  options.timeout_s = p.plan->options.timeout_s;
-  options.output_cap = p.plan->options.output_cap;
+  options.timeout_s = pending->plan_->options.timeout_s;
+  options.output_cap = pending->plan_->options.output_cap;
   options.interrupt_grace_s = opt_.interrupt_grace_s;
   options.on_output = hooks.on_output;
   if (hooks.on_started) hooks.on_started();
-  CallOutcome o = live->Call(model::RunnerConfigToJson(cfg), n, options);
-  reply.response = svc_.Complete(*p.plan, o.result, o.channel);
+  pending->call_ = LiveCall::Start(std::move(live), model::RunnerConfigToJson(cfg), pending->n_, std::move(options));
+  return pending;
+}
+
+CallReply SessionManager::FinishCall(std::unique_ptr<PendingCall> pending) {
+  auto e = std::static_pointer_cast<Entry>(pending->entry_);
+  CallOutcome o = pending->call_->Finish();
+  pending->call_.reset();  // the call's hold on the session
+  CallReply reply = std::move(pending->reply_);
+  reply.response = svc_.Complete(*pending->plan_, o.result, o.channel);
   reply.kind = CallReply::Kind::kRan;
   reply.call.session_id = e->id;
-  reply.call.execution_count = n;
+  reply.call.execution_count = pending->n_;
   reply.call.alive = o.alive;
   reply.call.interrupted = o.interrupted;
   reply.call.end_reason = o.end_reason;
-  release();
+  pending->finished_ = true;
+  ReleaseBusy(*e);
   if (!o.alive) {
     std::string kind = o.end_reason.substr(0, o.end_reason.find(':'));
     End(e, kind.empty() ? "died" : kind, o.end_reason, /*tombstone=*/true);

@@ -7,8 +7,16 @@
 //   CallReply r = mgr.Execute(id, owner, request, hooks);       // blocking for the call
 //   mgr.Delete(id, owner);
 //
+// Or a call driven by an event loop (no thread of its own; see LiveCall):
+//   CallReply refused;
+//   std::unique_ptr<PendingCall> p = mgr.BeginCall(id, owner, request, rid, hooks, &refused);
+//   if (!p) answer refused;
+//   ... feed p->call() until p->call().done() ...
+//   CallReply r = mgr.FinishCall(std::move(p));   // blocks only if p->ended()
+//
 // Every method is thread-safe; Create, Execute, Delete, Restart and CloseAll
-// block (a hand-off, a call, a kill) and belong on worker threads.
+// block (a hand-off, a call, a kill) and belong on worker threads. BeginCall
+// does not block (the analyzer runs there, as for /v1/execute on the loop).
 //
 // Ownership: a session belongs to the token name that created it ("" without
 // tokens); any other owner gets NotFound, exactly as for an id that never
@@ -77,6 +85,29 @@ struct SessionStats {
   std::map<std::string, uint64_t> ended;  // reason ("deleted", "idle", "ttl", "memory", ...) -> count
 };
 
+// A call BeginCall started: feed call() to done(), then FinishCall.
+class PendingCall {
+ public:
+  LiveCall& call() { return *call_; }
+  // Once call().done(): the session ended under the call, so FinishCall will
+  // kill what is left of it and may block (~ms; put it on a worker).
+  bool ended() const { return call_ && call_->session_ended(); }
+  // For the audit record while the call runs.
+  const CallReply& meta() const { return reply_; }
+  ~PendingCall();
+
+ private:
+  friend class SessionManager;
+  PendingCall() = default;
+  class SessionManager* mgr_ = nullptr;
+  std::shared_ptr<void> entry_;  // SessionManager::Entry (busy until FinishCall)
+  std::unique_ptr<service::Plan> plan_;
+  std::unique_ptr<LiveCall> call_;
+  CallReply reply_;
+  int64_t n_ = 0;
+  bool finished_ = false;
+};
+
 class SessionManager {
  public:
   SessionManager(const service::Service& service, SessionOptions options);
@@ -85,6 +116,13 @@ class SessionManager {
   Created Create(const std::string& owner, const std::string& route_key, const model::SessionCreateRequest& request);
   CallReply Execute(const std::string& id, const std::string& owner, const model::ExecuteRequest& request,
                     const std::string& request_id, const CallHooks& hooks);
+  // Execute() in two halves around a loop-fed call (see the header comment):
+  // nullptr with *refused set when the call does not run (not found, busy,
+  // rejected by policy, bad limits).
+  std::unique_ptr<PendingCall> BeginCall(const std::string& id, const std::string& owner,
+                                         const model::ExecuteRequest& request, const std::string& request_id,
+                                         const CallHooks& hooks, CallReply* refused);
+  CallReply FinishCall(std::unique_ptr<PendingCall> pending);
   // Interrupts the call under way in the session (a streaming client gone).
   void Cancel(const std::string& id, const std::string& detail);
   std::optional<model::SessionView> Get(const std::string& id, const std::string& owner, model::ApiError* error);
@@ -100,7 +138,9 @@ class SessionManager {
   SessionStats Stats() const;
 
  private:
+  friend class PendingCall;
   struct Entry;
+  void ReleaseBusy(Entry& e);
   std::shared_ptr<Entry> Find(const std::string& id, const std::string& owner, model::ApiError* error,
                               bool want_live);
   model::SessionView View(const Entry& e) const;

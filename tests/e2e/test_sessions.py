@@ -10,6 +10,7 @@ The kernel-attack and escape-vector modules also run in AIRLOCK_E2E_MODE=session
 the second call of a session): see CMakeLists.txt.
 """
 
+import concurrent.futures
 import json
 import os
 import re
@@ -236,6 +237,35 @@ class TestSessions(SessionTestCase):
         self.assertEqual(results["slow"][0], 200)
         self.assertEqual(results["slow"][1]["stdout"], "slept\n")
         self.assertEqual(self.run_ok(sid, "print('after')")["stdout"], "after\n")
+
+    def test_calls_run_beside_each_other_and_beside_the_server(self):
+        # Calls are fed from the server's event loop (SessionCallDriver): a long call must
+        # hold up neither another session's call nor the rest of the API.
+        slow, quick = self.new()["id"], self.new()["id"]
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            held = pool.submit(SessionClient(server).execute, slow, "import time\ntime.sleep(3)\n'slept'")
+            time.sleep(0.5)
+            start = time.monotonic()
+            body = self.run_ok(quick, "21 * 2")
+            status, _, _ = server.request("GET", "/healthz")
+            waited = time.monotonic() - start
+            self.assertEqual((body["result"], status), ("42", 200))
+            self.assertFalse(held.done(), "the slow call ended before the quick one was tried")
+            status, slept = held.result(60)
+        self.assertEqual((status, slept["result"]), (200, "'slept'"))
+        self.assertLess(waited, 2.5, "a quick call or /healthz waited for another session's call")
+
+    def test_a_large_call_is_checked_and_run(self):
+        # Code past 64 KiB is analyzed off the event loop, then run like any call.
+        sid = self.new(profile="minimal")["id"]
+        code = "x = 1\n" + "# padding\n" * 8000 + "x + 1"
+        self.assertGreater(len(code), 64 * 1024)
+        body = self.run_ok(sid, code)
+        self.assertEqual(body["result"], "2")
+        status, body = self.c.execute(sid, "import os\n" + "# padding\n" * 8000)
+        self.assertEqual(status, 400, body)
+        self.assertIn("import-not-allowed", [v["rule"] for v in body["violations"]])
+        self.assertEqual(self.run_ok(sid, "x")["result"], "1")
 
     def test_memory_exhaustion_ends_the_session_with_410(self):
         sid = self.new(limits={"memory": "128Mi"})["id"]
