@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "base/fs.h"
@@ -114,24 +115,36 @@ StatusOr<HostIdRange> ParseHostIdRange(const std::string& text) {
   return HostIdRange{static_cast<uint32_t>(start), static_cast<uint32_t>(count)};
 }
 
+namespace {
+
+// Calls fn with the colon-separated fields of each line of etc_dir/file
+// (passwd, group, subuid, subgid). A missing file is skipped; one that cannot
+// be read is a conflict (the range could not be checked against it).
+void ForEachIdFileLine(const std::string& etc_dir, const char* file, HostIdCheck* out,
+                       const std::function<void(const std::string& path, const std::vector<std::string>& fields)>& fn,
+                       const std::function<void(std::string)>& conflict) {
+  const std::string path = etc_dir + "/" + file;
+  auto text = ReadFile(path, 64 << 20);
+  if (!text.ok()) {
+    if (text.status().sys_errno() != ENOENT) conflict(path + " could not be read: " + text.status().ToString());
+    return;
+  }
+  out->checked.push_back(path);
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) fn(path, SplitFields(line, ':'));
+}
+
+}  // namespace
+
 HostIdCheck CheckHostIdRange(const HostIdRange& range, const std::string& etc_dir) {
   HostIdCheck out;
-  auto conflict = [&](std::string what) {
+  std::function<void(std::string)> conflict = [&](std::string what) {
     if (out.conflicts.size() < kMaxConflictsShown) out.conflicts.push_back(std::move(what));
   };
   // name:x:uid:gid:... and name:x:gid:members
   for (auto [file, kind] : {std::pair{"passwd", 0}, std::pair{"group", 1}}) {
-    const std::string path = etc_dir + "/" + file;
-    auto text = ReadFile(path, 64 << 20);
-    if (!text.ok()) {
-      if (text.status().sys_errno() != ENOENT) conflict(path + " could not be read: " + text.status().ToString());
-      continue;
-    }
-    out.checked.push_back(path);
-    std::istringstream in(*text);
-    for (std::string line; std::getline(in, line);) {
-      std::vector<std::string> f = SplitFields(line, ':');
-      if (f.size() < 3 || f[0].empty() || f[0][0] == '#') continue;
+    ForEachIdFileLine(etc_dir, file, &out, [&, kind = kind](const std::string& path, const std::vector<std::string>& f) {
+      if (f.size() < 3 || f[0].empty() || f[0][0] == '#') return;
       for (size_t i : kind == 0 ? std::vector<size_t>{2, 3} : std::vector<size_t>{2}) {
         uint64_t id;
         if (i < f.size() && ParseU64(f[i], &id) && id <= 0xFFFFFFFFull && range.Contains(static_cast<uint32_t>(id))) {
@@ -139,26 +152,17 @@ HostIdCheck CheckHostIdRange(const HostIdRange& range, const std::string& etc_di
                    (kind == 0 && i == 2 ? "uid " : "gid ") + f[i]);
         }
       }
-    }
+    }, conflict);
   }
   // name:start:count
   for (const char* file : {"subuid", "subgid"}) {
-    const std::string path = etc_dir + "/" + file;
-    auto text = ReadFile(path, 64 << 20);
-    if (!text.ok()) {
-      if (text.status().sys_errno() != ENOENT) conflict(path + " could not be read: " + text.status().ToString());
-      continue;
-    }
-    out.checked.push_back(path);
-    std::istringstream in(*text);
-    for (std::string line; std::getline(in, line);) {
-      std::vector<std::string> f = SplitFields(line, ':');
+    ForEachIdFileLine(etc_dir, file, &out, [&](const std::string& path, const std::vector<std::string>& f) {
       uint64_t start, count;
-      if (f.size() < 3 || !ParseU64(f[1], &start) || !ParseU64(f[2], &count)) continue;
+      if (f.size() < 3 || !ParseU64(f[1], &start) || !ParseU64(f[2], &count)) return;
       if (start < range.end() && range.start < start + count) {
         conflict(path + ": '" + f[0] + "' has the subordinate ids " + f[1] + ":" + f[2]);
       }
-    }
+    }, conflict);
   }
   for (const char* file : {"uid_map", "gid_map"}) {
     const std::string path = std::string("/proc/self/") + file;
