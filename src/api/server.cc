@@ -469,7 +469,13 @@ class SessionCallDriver : public std::enable_shared_from_this<SessionCallDriver>
     constexpr size_t kInlineFinishBytes = 64 * 1024;
     if (!pending_->ended() && pending_->call().bytes_kept() <= kInlineFinishBytes) {
       RouteReply reply = s_.session_routes->FinishCall(std::move(pending_));
-      return Complete(std::move(reply));
+      // Posted, not called: a streamed call's last output pieces were posted
+      // to this loop as they were read (CallHooks::on_output), and the end
+      // of the stream must come after them.
+      net::post(*s_.io, [self = shared_from_this(), reply = std::move(reply)]() mutable {
+        self->Complete(std::move(reply));
+      });
+      return;
     }
     net::post(*s_.session_pool, [self = shared_from_this()] {
       RouteReply reply = self->s_.session_routes->FinishCall(std::move(self->pending_));
