@@ -409,6 +409,10 @@ StatusOr<model::ExecuteResponse> Service::RunBlocking(const model::ExecuteReques
   if (p.verdict != Verdict::kRun) return InvalidArgument(p.error.message);
   Plan& plan = *p.plan;
   ASSIGN_OR_RETURN(std::unique_ptr<exec::Execution> ex, Start(plan));
+  return Supervise(plan, std::move(ex));
+}
+
+StatusOr<model::ExecuteResponse> Service::Supervise(Plan& plan, std::unique_ptr<exec::Execution> ex) const {
   ChannelBuffer channel(options_.max_event_bytes);
   bool channel_open = true;
   while (!ex->Exited()) {

@@ -154,6 +154,11 @@ class Service {
   StatusOr<model::ExecuteResponse> RunBlocking(const model::ExecuteRequest& request,
                                                const std::string& request_id) const;
 
+  // The rest of RunBlocking for a run Start() launched (possibly on another
+  // thread): supervises it to its end on the calling thread (its output,
+  // deadlines, result channel) and returns its response. Blocking.
+  StatusOr<model::ExecuteResponse> Supervise(Plan& plan, std::unique_ptr<exec::Execution> execution) const;
+
   const profile::ProfileSet& profiles() const { return options_.profiles; }
   model::ProfileView View(const profile::Profile& profile) const;
   // The warm pools (empty without one).
