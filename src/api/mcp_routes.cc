@@ -64,8 +64,8 @@ struct McpRoutes::Conversation {
 };
 
 McpRoutes::McpRoutes(const service::Service& service, session::SessionManager& sessions, McpRouteOptions options,
-                     LaunchOn launch)
-    : svc_(service), sessions_(sessions), opt_(std::move(options)), launch_(std::move(launch)) {}
+                     LaunchOn launch, LaunchOn reap)
+    : svc_(service), sessions_(sessions), opt_(std::move(options)), launch_(std::move(launch)), reap_(std::move(reap)) {}
 
 McpRoutes::~McpRoutes() {
   std::map<std::string, std::shared_ptr<Conversation>> all;
@@ -110,13 +110,12 @@ StatusOr<model::ExecuteResponse> McpRoutes::RunOneShot(service::Plan& plan) {
     }
     ++runs_;
   }
-  struct Done {
-    McpRoutes* self;
-    ~Done() {
-      std::lock_guard<std::mutex> lock(self->mu_);
-      --self->runs_;
-    }
-  } done{this};
+  // The run keeps its place in the cap until it is torn down (on the reaper,
+  // after the answer), as a run of /v1/execute keeps its slot.
+  auto release = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    --runs_;
+  };
   auto promise = std::make_shared<std::promise<StatusOr<std::unique_ptr<exec::Execution>>>>();
   auto future = promise->get_future();
   launch_([this, promise, &plan] { promise->set_value(svc_.Start(plan)); });
@@ -126,8 +125,21 @@ StatusOr<model::ExecuteResponse> McpRoutes::RunOneShot(service::Plan& plan) {
   } catch (const std::future_error&) {
     // The launch was dropped (the server stopped its launcher): nothing ran.
   }
-  if (!ex.ok()) return ex.status();
-  return svc_.Supervise(plan, std::move(*ex));
+  if (!ex.ok()) {
+    release();
+    return ex.status();
+  }
+  bool handed = false;
+  auto r = svc_.Supervise(plan, std::move(*ex), [this, &handed, release](std::unique_ptr<exec::Execution> done) {
+    handed = true;
+    auto held = std::make_shared<std::unique_ptr<exec::Execution>>(std::move(done));
+    reap_([held, release] {
+      held->reset();
+      release();
+    });
+  });
+  if (!handed) release();
+  return r;
 }
 
 McpHttpReply McpRoutes::Handle(const McpHttpRequest& rq) {

@@ -3,7 +3,7 @@
 // in server.cc. Each MCP session (Mcp-Session-Id, issued at initialize) is one
 // mcp::McpServer bound to the token that opened it.
 //
-//   McpRoutes routes(service, sessions, options, launch);
+//   McpRoutes routes(service, sessions, options, launch, reap);
 //   if (path == "/mcp") {
 //     McpHttpReply r = routes.Handle(rq);   // blocking (a tools/call runs the code): a worker thread
 //     send(r.status, r.body, r.content_type, r.headers);
@@ -65,8 +65,10 @@ using LaunchOn = std::function<void(std::function<void()> fn)>;
 
 class McpRoutes {
  public:
+  // `launch` runs a function on the launcher thread; `reap` on a thread where
+  // a run's teardown may block (the server's reaper), after the answer.
   McpRoutes(const service::Service& service, session::SessionManager& sessions, McpRouteOptions options,
-            LaunchOn launch);
+            LaunchOn launch, LaunchOn reap);
   ~McpRoutes();  // ends the MCP sessions (and the airlock sessions they made)
 
   static bool Matches(std::string_view path) { return path == "/mcp"; }
@@ -88,6 +90,7 @@ class McpRoutes {
   session::SessionManager& sessions_;
   McpRouteOptions opt_;
   LaunchOn launch_;
+  LaunchOn reap_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Conversation>> conversations_;
   size_t runs_ = 0;  // one-shot runs under way (mu_)

@@ -112,8 +112,9 @@ struct Server::Impl {
     mo.max_code_bytes = opt.max_code_bytes;
     mo.max_file_bytes = opt.max_file_bytes;
     mo.max_concurrent_runs = opt.max_concurrent;
-    return std::make_unique<McpRoutes>(svc, *session_mgr, mo,
-                                       [this](std::function<void()> fn) { net::post(launcher, std::move(fn)); });
+    return std::make_unique<McpRoutes>(
+        svc, *session_mgr, mo, [this](std::function<void()> fn) { net::post(launcher, std::move(fn)); },
+        [this](std::function<void()> fn) { net::post(reaper, std::move(fn)); });
   }
   ~Impl();
 
