@@ -226,7 +226,8 @@ McpHttpReply McpRoutes::Handle(const McpHttpRequest& rq) {
     o.caps = caps;
     o.owner = rq.owner;
     o.max_file_bytes = opt_.max_file_bytes;
-    o.request_id_prefix = new_id.substr(4, 8) + "_";
+    // Request ids reach logs and the audit trail: never derived from the MCP session id.
+    o.request_id_prefix = "mcp_" + NewConversationId().substr(4, 8) + "_";
     conv->server = std::make_unique<mcp::McpServer>(
         svc_, &sessions_, std::move(o), [this](service::Plan& plan) { return RunOneShot(plan); });
     conv->owner = rq.owner;
