@@ -226,6 +226,13 @@ McpHttpReply McpRoutes::Handle(const McpHttpRequest& rq) {
     o.caps = caps;
     o.owner = rq.owner;
     o.max_file_bytes = opt_.max_file_bytes;
+    if (opt_.audit) {
+      o.audit = [audit = opt_.audit, address = rq.client_address](model::AuditRecord r) {
+        r.client_address = address;
+        r.http_status = 200;
+        audit(std::move(r));
+      };
+    }
     // Request ids reach logs and the audit trail: never derived from the MCP session id.
     o.request_id_prefix = "mcp_" + NewConversationId().substr(4, 8) + "_";
     conv->server = std::make_unique<mcp::McpServer>(

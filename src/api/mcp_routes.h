@@ -35,6 +35,7 @@ namespace airlock::api {
 
 struct McpHttpRequest {
   std::string method;            // "POST", "GET", "DELETE", ...
+  std::string client_address;    // for the audit record
   std::string body;
   std::string owner;             // the token's name ("" without tokens)
   std::string session_id;        // the Mcp-Session-Id header
@@ -58,6 +59,8 @@ struct McpRouteOptions {
   size_t max_conversations = 256;        // MCP sessions at once; beyond: 503 at initialize
   double conversation_idle_s = 3600;     // an MCP session unused this long is ended
   size_t max_concurrent_runs = 8;        // one-shot execute_python calls at once; beyond: a tool error
+  // Each execute_python's audit record (route "/mcp"); may be unset.
+  std::function<void(model::AuditRecord)> audit;
 };
 
 // Runs `fn` on the server's launcher thread (the one thread that launches runs).

@@ -112,6 +112,11 @@ struct Server::Impl {
     mo.max_code_bytes = opt.max_code_bytes;
     mo.max_file_bytes = opt.max_file_bytes;
     mo.max_concurrent_runs = opt.max_concurrent;
+    mo.audit = [this](model::AuditRecord r) {
+      if (!audit || !audit->enabled()) return;
+      r.time = NowRfc3339();
+      audit->Write(r);
+    };
     return std::make_unique<McpRoutes>(
         svc, *session_mgr, mo, [this](std::function<void()> fn) { net::post(launcher, std::move(fn)); },
         [this](std::function<void()> fn) { net::post(reaper, std::move(fn)); });
@@ -951,6 +956,7 @@ void Session::HandleMcp() {
   rq.session_id = ToString(h["Mcp-Session-Id"]).substr(0, 128);
   rq.protocol_version = ToString(h["MCP-Protocol-Version"]).substr(0, 64);
   rq.accept = ToString(h[http::field::accept]).substr(0, 512);
+  rq.client_address = remote_;
   rq.body = parser_->release().body();
   state_ = State::kRunning;
   net::post(*s_.session_pool, [self = shared_from_this(), rq = std::move(rq)]() {

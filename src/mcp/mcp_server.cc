@@ -97,9 +97,28 @@ std::string McpServer::CallTool(const model::McpToolCall& call, const std::strin
 
 std::string McpServer::RunOneShot(const model::McpToolCall& call, const std::string& id,
                                   const std::string& request_id) {
+  const auto start = std::chrono::steady_clock::now();
   service::Prepared p = svc_.Prepare(call.execute, request_id);
-  if (p.verdict == service::Verdict::kRejected) return model::McpRejectedResult(p.violations);
-  if (p.verdict == service::Verdict::kInvalid) return model::McpToolErrorResult(p.error.message);
+  model::AuditRecord a;
+  a.request_id = request_id;
+  a.profile = p.profile_name;
+  a.code_sha256 = p.code_sha256;
+  a.code_bytes = p.code_bytes;
+  auto audit = [&](const std::string& verdict, const model::RunReport* run, const std::string& error) {
+    a.error = error;
+    a.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    Audit(a, verdict, run);
+  };
+  if (p.verdict == service::Verdict::kRejected) {
+    a.violations = p.violations;
+    audit("rejected", nullptr, p.error.message);
+    return model::McpRejectedResult(p.violations);
+  }
+  if (p.verdict == service::Verdict::kInvalid) {
+    audit("invalid", nullptr, p.error.message);
+    return model::McpToolErrorResult(p.error.message);
+  }
+  a.violations = p.plan->warnings;
   StatusOr<model::ExecuteResponse> r = Internal("no run");
   if (run_) {
     r = run_(*p.plan);
@@ -109,8 +128,10 @@ std::string McpServer::RunOneShot(const model::McpToolCall& call, const std::str
   }
   if (!r.ok()) {
     log::Error("mcp: call " + id + ": " + r.status().ToString());
+    audit("error", nullptr, r.status().ToString());
     return model::McpToolErrorResult("the sandbox could not run the code: " + r.status().ToString());
   }
+  audit(r->run.kill_reason && *r->run.kill_reason == "lost" ? "error" : "ran", &r->run, "");
   if (r->run.kill_reason && *r->run.kill_reason == "lost") {
     return model::McpToolErrorResult(r->run.kill_detail);
   }
@@ -161,7 +182,21 @@ std::string McpServer::CallSessionTool(const model::McpToolCall& call, const std
     return model::McpFileReadResult(call.session_id, call.path, *data);
   }
   // execute_python in a session.
+  const auto start = std::chrono::steady_clock::now();
   session::CallReply r = mgr.Execute(call.session_id, owner, call.execute, request_id, {});
+  model::AuditRecord a;
+  a.request_id = request_id;
+  a.profile = r.profile;
+  a.code_sha256 = r.code_sha256;
+  a.code_bytes = r.code_bytes;
+  a.violations = r.violations;
+  a.error = r.kind == session::CallReply::Kind::kRan ? "" : r.error.message;
+  a.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  Audit(a,
+        r.kind == session::CallReply::Kind::kRan        ? "ran"
+        : r.kind == session::CallReply::Kind::kRejected ? "rejected"
+                                                        : "error",
+        r.kind == session::CallReply::Kind::kRan ? &r.response.run : nullptr);
   switch (r.kind) {
     case session::CallReply::Kind::kRejected:
       return model::McpRejectedResult(r.violations);
@@ -172,6 +207,22 @@ std::string McpServer::CallSessionTool(const model::McpToolCall& call, const std
   }
   return model::McpSessionCallResult(r.response, call.session_id, r.call.alive, r.call.interrupted,
                                      r.call.execution_count, r.call.end_reason);
+}
+
+void McpServer::Audit(model::AuditRecord a, const std::string& verdict, const model::RunReport* run) const {
+  if (!options_.audit) return;
+  a.route = options_.audit_route;
+  a.token_name = options_.owner;
+  a.verdict = verdict;
+  if (run) {
+    a.exit_code = run->exit_code;
+    if (run->signal) a.signal = run->signal;
+    a.kill_reason = run->kill_reason;
+    a.run_ms = run->duration_ms;
+    a.cpu_ms = run->cpu_ms;
+    a.max_rss_kb = run->max_rss_kb;
+  }
+  options_.audit(std::move(a));
 }
 
 void McpServer::CloseSessions() {

@@ -40,6 +40,11 @@ struct McpOptions {
   std::string owner;
   int64_t max_file_bytes = int64_t{32} << 20;  // upload_file / download_file
   std::string request_id_prefix = "mcp_";
+  // Called once per execute_python that reached the policy (ran, rejected,
+  // refused), with the record filled but for `time`, `client_address` and
+  // `http_status`: the server writes it to its audit log. May be unset.
+  std::function<void(model::AuditRecord)> audit;
+  std::string audit_route = "/mcp";
 };
 
 // Launches a prepared one-shot run and supervises it to its end, blocking.
@@ -68,6 +73,7 @@ class McpServer {
   std::string CallTool(const model::McpToolCall& call, const std::string& id);
   std::string CallSessionTool(const model::McpToolCall& call, const std::string& request_id);
   std::string RunOneShot(const model::McpToolCall& call, const std::string& id, const std::string& request_id);
+  void Audit(model::AuditRecord record, const std::string& verdict, const model::RunReport* run) const;
 
   const service::Service& svc_;
   session::SessionManager* sessions_;

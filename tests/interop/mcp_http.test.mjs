@@ -27,6 +27,7 @@ let server;
 let base;
 let client;
 let stderr = "";
+const audit = [];  // the server's audit records (--audit-log -: stdout after the first line)
 
 async function waitReady(deadlineMs) {
   const end = Date.now() + deadlineMs;
@@ -51,7 +52,10 @@ before(async () => {
   server.stderr.on("data", (d) => { stderr += d.toString(); });
   const first = await new Promise((resolve, reject) => {
     const rl = createInterface({ input: server.stdout });
-    rl.once("line", resolve);
+    rl.once("line", (line) => {
+      rl.on("line", (l) => { try { audit.push(JSON.parse(l)); } catch {} });
+      resolve(line);
+    });
     server.once("exit", (code) => reject(new Error(`airlock serve exited (${code}):\n${stderr}`)));
   });
   assert.match(first, /^airlock: listening on http:\/\//);
@@ -168,6 +172,17 @@ test("a rejected import is isError with the violation", async () => {
   assert.equal(r.isError, true);
   assert.match(text(r), /line 1, column 8: import of 'subprocess' is not allowed/);
   assert.equal(r.structuredContent.violations[0].rule, "import-not-allowed");
+});
+
+test("every execute_python through /mcp is in the audit log, with its token and verdict", async () => {
+  await call("execute_python", { code: "print('audited')" });
+  await call("execute_python", { code: "import ctypes" });
+  await new Promise((res) => setTimeout(res, 300));
+  const mine = audit.filter((a) => a.route === "/mcp");
+  assert.ok(mine.some((a) => a.verdict === "ran" && a.client.token === "interop" && a.code_sha256 && a.exit_code === 0),
+            JSON.stringify(mine.slice(-3)));
+  assert.ok(mine.some((a) => a.verdict === "rejected" && a.violations.length >= 1), JSON.stringify(mine.slice(-3)));
+  assert.ok(mine.some((a) => a.verdict === "ran" && a.request_id.startsWith("mcp_")));
 });
 
 test("a one-shot timeout kills the run and says so", async () => {
