@@ -13,6 +13,8 @@ packages=(
   libseccomp-dev libre2-dev libyaml-cpp-dev nlohmann-json3-dev libboost-dev libcli11-dev python3-dev
   # tests
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3-httpx
+  # GET /v1/tools schemas validated as JSON Schema (tests/e2e/test_tool_schemas.py)
+  python3-jsonschema
   # deployment tests (tests/deploy): rendered manifests read with PyYAML; nginx runs
   # the session routing config
   python3-yaml nginx-light

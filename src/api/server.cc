@@ -25,6 +25,7 @@
 #include "api/error_mapping.h"
 #include "api/event_stream.h"
 #include "api/metrics.h"
+#include "api/mcp_routes.h"
 #include "api/request_gate.h"
 #include "api/session_routes.h"
 #include "base/clock.h"
@@ -101,6 +102,25 @@ struct Server::Impl {
     ro.max_file_bytes = opt.max_file_bytes;
     session_routes = std::make_unique<SessionRoutes>(*session_mgr, ro);
     session_pool = std::make_unique<net::thread_pool>(std::max<size_t>(2, opt.session_threads));
+    mcp_routes = MakeMcpRoutes();
+  }
+  // /mcp and /v1/tools (api/mcp_routes.h); their calls block session_pool threads.
+  std::unique_ptr<McpRoutes> MakeMcpRoutes() {
+    McpRouteOptions mo;
+    mo.version = AIRLOCK_SERVER_VERSION;
+    mo.max_message_bytes = opt.max_body_bytes;
+    mo.max_depth = opt.max_json_depth;
+    mo.max_code_bytes = opt.max_code_bytes;
+    mo.max_file_bytes = opt.max_file_bytes;
+    mo.max_concurrent_runs = opt.max_concurrent;
+    mo.audit = [this](model::AuditRecord r) {
+      if (!audit || !audit->enabled()) return;
+      r.time = NowRfc3339();
+      audit->Write(r);
+    };
+    return std::make_unique<McpRoutes>(
+        svc, *session_mgr, mo, [this](std::function<void()> fn) { net::post(launcher, std::move(fn)); },
+        [this](std::function<void()> fn) { net::post(reaper, std::move(fn)); });
   }
   ~Impl();
 
@@ -128,6 +148,7 @@ struct Server::Impl {
   std::unique_ptr<session::SessionManager> session_mgr;
   std::unique_ptr<SessionRoutes> session_routes;
   std::unique_ptr<net::thread_pool> session_pool;
+  std::unique_ptr<McpRoutes> mcp_routes;
 
   std::unique_ptr<net::io_context> io;
   std::unique_ptr<tcp::acceptor> acceptor;
@@ -655,6 +676,8 @@ class Session : public std::enable_shared_from_this<Session> {
       req_.route = path_;
     } else if (path_.rfind("/v1/profiles/", 0) == 0) {
       req_.route = "/v1/profiles/{name}";
+    } else if (McpRoutes::Matches(path_) || McpRoutes::IsTools(path_)) {
+      req_.route = path_;
     } else if (SessionRoutes::Matches(path_)) {
       req_.session_route = true;
       req_.route = SessionRoutes::RouteName(ToString(h.method_string()), path_);
@@ -676,6 +699,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void HandleSessionRoute();
   void DriveSessionCall(std::unique_ptr<session::PendingCall> pending);
   void OnSessionReply(RouteReply reply);
+  void HandleMcp();
   void HandleExecute();
   void OnPrepared(service::Prepared p);
   void OnRunDone(RunOutcome o);
@@ -858,6 +882,7 @@ void Session::Handle() {
     return HandleExecute();
   }
   if (req_.session_route) return HandleSessionRoute();
+  if (McpRoutes::Matches(path_)) return HandleMcp();
   if (req_.route == "other") {
     return SendJson(404, model::ErrorToJson({model::ErrorKind::kNotFound, "no such endpoint: " + path_.substr(0, 256) +
                                                                               " (see docs/api.md)", ""}, req_.id));
@@ -880,6 +905,12 @@ void Session::Handle() {
   if (path_ == "/profile") {
     const profile::Profile& p = s_.svc.profiles().Default();
     return SendJson(200, model::ProfileToJson(s_.svc.View(p), s_.layers));
+  }
+  if (McpRoutes::IsTools(path_)) {
+    std::string target = ToString(h.target());
+    size_t q = target.find('?');
+    McpHttpReply r = s_.mcp_routes->Tools(q == std::string::npos ? "" : std::string_view(target).substr(q + 1));
+    return Send(r.status, std::move(r.body), r.content_type.c_str(), r.headers);
   }
   if (path_ == "/v1/profiles") {
     std::vector<model::ProfileView> views;
@@ -1073,6 +1104,29 @@ void Session::DriveSessionCall(std::unique_ptr<session::PendingCall> pending) {
   driver->Start();
 }
 
+// /mcp: the JSON-RPC message is handled on a session_pool thread (a tools/call
+// blocks for the run), never on the event loop.
+void Session::HandleMcp() {
+  const auto& h = parser_->get();
+  McpHttpRequest rq;
+  rq.method = ToString(h.method_string());
+  rq.owner = req_.audit.token_name;
+  rq.session_id = ToString(h["Mcp-Session-Id"]).substr(0, 128);
+  rq.protocol_version = ToString(h["MCP-Protocol-Version"]).substr(0, 64);
+  rq.accept = ToString(h[http::field::accept]).substr(0, 512);
+  rq.client_address = remote_;
+  rq.body = parser_->release().body();
+  state_ = State::kRunning;
+  net::post(*s_.session_pool, [self = shared_from_this(), rq = std::move(rq)]() {
+    McpHttpReply reply = self->s_.mcp_routes->Handle(rq);
+    net::post(*self->s_.io, [self, reply = std::move(reply)]() mutable {
+      if (self->state_ == State::kClosed) return;
+      self->state_ = State::kHandling;
+      self->Send(reply.status, std::move(reply.body), reply.content_type.c_str(), reply.headers);
+    });
+  });
+}
+
 void Session::OnSessionReply(RouteReply reply) {
   if (state_ == State::kClosed) return;
   state_ = State::kHandling;
@@ -1229,6 +1283,7 @@ Server::Impl::~Impl() {
   call_drivers.clear();
   session_mgr->CloseAll();
   session_pool->join();
+  mcp_routes.reset();
   session_routes.reset();
   session_mgr.reset();
   error_code ignored;

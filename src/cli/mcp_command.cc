@@ -15,6 +15,7 @@
 #include "cli/runtime_setup.h"
 #include "mcp/mcp_server.h"
 #include "mcp/stdio_transport.h"
+#include "session/session_manager.h"
 
 namespace airlock::cli {
 
@@ -50,9 +51,13 @@ int McpCommand(const McpFlags& flags) {
     if (all) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  // Sessions (create_session, execute_python with session_id, files): the
+  // same manager `airlock serve` builds, with its default caps and lifetimes.
+  // Destroyed before the runtime: it ends every session it still holds.
+  session::SessionManager sessions(*rt->service, session::SessionOptions());
   mcp::McpOptions options;
   options.version = AIRLOCK_VERSION;
-  mcp::McpServer server(*rt->service, options);
+  mcp::McpServer server(*rt->service, &sessions, options);
   log::Info("mcp: serving on stdio");
   Status st = mcp::ServeStdio(server, STDIN_FILENO, STDOUT_FILENO, stop_fd.get());
   if (!st.ok()) {

@@ -28,7 +28,14 @@ inline constexpr int kJsonRpcInternalError = -32603;
 // tools/call of one of airlock's tools, its arguments read and checked.
 struct McpToolCall {
   std::string name;  // "execute_python", "list_profiles", ...
-  ExecuteRequest execute;  // execute_python: code, timeout_seconds -> timeout_s, profile
+  ExecuteRequest execute;  // execute_python: code, timeout_seconds -> timeout_s, profile;
+                           // create_session: profile
+  // execute_python (optional), close_session, upload_file, download_file.
+  std::string session_id;
+  // upload_file / download_file: the path in the session's working directory;
+  // upload_file: the bytes (decoded from base64 when encoding was "base64").
+  std::string path;
+  std::string content;
   // An argument the tool cannot take (wrong type, unknown name): a tool
   // execution error for the model to fix, not a protocol error.
   std::string argument_error;
@@ -71,10 +78,30 @@ struct McpServerInfo {
 };
 std::string McpInitializeResult(const McpServerInfo& info);
 
-// tools/list: execute_python and list_profiles, with input and output schemas.
-// `default_profile` and `profiles` go into the descriptions.
-std::string McpToolsListResult(const std::string& default_profile, const std::vector<std::string>& profiles,
-                               double max_timeout_s);
+// What the tool descriptions and schemas say about this server.
+struct McpToolsInfo {
+  std::string default_profile;
+  std::vector<std::string> profiles;
+  double max_timeout_s = 0;
+  bool sessions = true;          // the session and file tools are offered
+  int64_t max_file_bytes = 0;    // upload_file / download_file cap
+};
+
+// The tool names airlock offers (tools/list order).
+const std::vector<std::string>& McpToolNames(bool sessions);
+
+// tools/list: execute_python, the session tools, list_profiles, each with its
+// input and output schema and annotations.
+std::string McpToolsListResult(const McpToolsInfo& info);
+
+// The same tools as ready-to-paste function-calling definitions (GET /v1/tools):
+// "mcp" (the tools/list array), "openai" (Chat Completions:
+// {"type":"function","function":{...}}), "openai-responses" (Responses API:
+// {"type":"function","name",...}) or "anthropic" ({"name","description",
+// "input_schema"}). OpenAI's "strict" is true only for tools whose schema
+// already meets strict mode (every property required, no extra properties).
+// Returns "" for an unknown format.
+std::string ToolDefinitions(const std::string& format, const McpToolsInfo& info);
 
 // tools/call results. A run that started: stdout, stderr, the result, the
 // error with its traceback as text blocks, every figure as an image block,
@@ -83,6 +110,19 @@ std::string McpToolCallResult(const ExecuteResponse& response);
 // The code was not run: the policy's violations (isError, each listed so the
 // model can fix its code).
 std::string McpRejectedResult(const std::vector<Violation>& violations);
+// A session call: the run's result plus structuredContent.session ({id,
+// alive, interrupted, execution_count, end_reason?}).
+std::string McpSessionCallResult(const ExecuteResponse& response, const std::string& session_id, bool alive,
+                                 bool interrupted, int64_t execution_count, const std::string& end_reason);
+// create_session: the id, profile, lifetimes.
+std::string McpSessionCreatedResult(const std::string& id, const std::string& profile, int64_t expires_at_ms,
+                                    double idle_timeout_s);
+std::string McpSessionClosedResult(const std::string& id);
+// upload_file: where it went and its size.
+std::string McpFileWrittenResult(const std::string& session_id, const std::string& path, int64_t size);
+// download_file: text content for UTF-8, image content for PNG/JPEG/GIF,
+// an embedded resource (base64 blob) for other bytes.
+std::string McpFileReadResult(const std::string& session_id, const std::string& path, const std::string& bytes);
 // Any other tool failure (bad argument, no such profile, the run could not start).
 std::string McpToolErrorResult(const std::string& message);
 // list_profiles: name, description, allowed imports, limits of each.

@@ -1,8 +1,11 @@
 // JSON for the MCP server (model/mcp.h).
+#include <algorithm>
 #include <cmath>
 
+#include "model/base64.h"
 #include "model/json_util.h"
 #include "model/mcp.h"
+#include "model/session.h"
 
 namespace airlock::model {
 
@@ -37,11 +40,61 @@ void ReadExecuteArgs(const json& args, const McpCaps& caps, McpToolCall* call) {
     } else if (key == "profile") {
       if (!value.is_string()) return fail("profile: must be a string (list_profiles names them)");
       call->execute.profile = value.get<std::string>();
+    } else if (key == "session_id") {
+      if (!value.is_string() || value.get_ref<const std::string&>().empty() ||
+          value.get_ref<const std::string&>().size() > 128) {
+        return fail("session_id: must be the id create_session returned");
+      }
+      call->session_id = value.get<std::string>();
     } else {
-      return fail("unknown argument '" + key.substr(0, 64) + "' (execute_python takes code, timeout_seconds, profile)");
+      return fail("unknown argument '" + key.substr(0, 64) +
+                  "' (execute_python takes code, session_id, timeout_seconds, profile)");
     }
   }
-  if (!args.contains("code")) fail("code: required (the Python source to run)");
+  if (!args.contains("code")) return fail("code: required (the Python source to run)");
+  if (!call->session_id.empty() && call->execute.profile) {
+    fail("profile: a session's profile is fixed when it is created; leave profile out when passing session_id");
+  }
+}
+
+// The other tools' arguments: each named one of `allowed`, `required` ones present.
+void ReadToolArgs(const json& args, const McpCaps& caps, const std::vector<std::string>& allowed,
+                  const std::vector<std::string>& required, McpToolCall* call) {
+  auto fail = [&](std::string m) { call->argument_error = std::move(m); };
+  std::string names;
+  for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
+  std::string encoding = "utf-8";
+  for (const auto& [key, value] : args.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      return fail("unknown argument '" + key.substr(0, 64) + "' (" + call->name + " takes " +
+                  (names.empty() ? std::string("no arguments") : names) + ")");
+    }
+    if (!value.is_string()) return fail(key + ": must be a string");
+    const std::string& v = value.get_ref<const std::string&>();
+    if (key == "session_id") {
+      if (v.empty() || v.size() > 128) return fail("session_id: must be the id create_session returned");
+      call->session_id = v;
+    } else if (key == "profile") {
+      call->execute.profile = v;
+    } else if (key == "path") {
+      if (v.empty() || v.size() > 4096) return fail("path: a relative path in the session's working directory");
+      call->path = v;
+    } else if (key == "content") {
+      if (v.size() > caps.max_bytes) return fail("content: larger than the message cap");
+      call->content = v;
+    } else if (key == "encoding") {
+      if (v != "utf-8" && v != "base64") return fail("encoding: \"utf-8\" (default) or \"base64\"");
+      encoding = v;
+    }
+  }
+  for (const auto& r : required) {
+    if (!args.contains(r)) return fail(r + ": required");
+  }
+  if (encoding == "base64") {
+    std::string bytes;
+    if (!Base64Decode(call->content, &bytes)) return fail("content: not valid base64");
+    call->content = std::move(bytes);
+  }
 }
 
 std::string Text(std::string_view s) { return std::string(s); }
@@ -142,6 +195,15 @@ void ParseMcpMessage(std::string_view text, const McpCaps& caps, McpMessage* out
       out->call.argument_error = "arguments must be an object";
     } else if (out->call.name == "execute_python") {
       ReadExecuteArgs(args, caps, &out->call);
+    } else if (out->call.name == "create_session") {
+      ReadToolArgs(args, caps, {"profile"}, {}, &out->call);
+    } else if (out->call.name == "close_session") {
+      ReadToolArgs(args, caps, {"session_id"}, {"session_id"}, &out->call);
+    } else if (out->call.name == "upload_file") {
+      ReadToolArgs(args, caps, {"session_id", "path", "content", "encoding"}, {"session_id", "path", "content"},
+                   &out->call);
+    } else if (out->call.name == "download_file") {
+      ReadToolArgs(args, caps, {"session_id", "path"}, {"session_id", "path"}, &out->call);
     } else if (!args.empty()) {
       out->call.argument_error = out->call.name + " takes no arguments";
     }
@@ -167,55 +229,233 @@ std::string McpInitializeResult(const McpServerInfo& info) {
   return Dump(j);
 }
 
-std::string McpToolsListResult(const std::string& default_profile, const std::vector<std::string>& profiles,
-                               double max_timeout_s) {
+namespace {
+
+json Annotations(const std::string& title, bool read_only, bool destructive, bool idempotent) {
+  return {{"title", title},
+          {"readOnlyHint", read_only},
+          {"destructiveHint", destructive},
+          {"idempotentHint", idempotent},
+          {"openWorldHint", false}};
+}
+
+json SessionIdProperty(const std::string& what) {
+  return {{"type", "string"}, {"minLength", 1}, {"maxLength", 128}, {"description", what}};
+}
+
+json PathProperty() {
+  return {{"type", "string"},
+          {"minLength", 1},
+          {"maxLength", 4096},
+          {"description",
+           "Path relative to the session's working directory (the code's current directory), e.g. 'data/in.csv'; "
+           "no '..' and no absolute paths"}};
+}
+
+// Every tool, in tools/list order, as MCP tool objects.
+json ToolObjects(const McpToolsInfo& info) {
   std::string names;
-  for (const auto& p : profiles) names += (names.empty() ? "" : ", ") + p;
-  json execute = {
-      {"name", "execute_python"},
-      {"title", "Execute Python"},
-      {"description",
-       "Run Python 3 code in an isolated sandbox and get back what it printed, the value of its last "
-       "expression, the exception with its traceback if it failed, and matplotlib figures as PNG images. "
-       "Each call starts from a fresh interpreter: define everything the code needs in the same call. "
-       "There is no network and no access to host files; /tmp is an empty scratch directory that is "
-       "discarded after the call. Which modules may be imported depends on the profile (default '" +
-           default_profile + "'; call list_profiles to see each profile's allowed imports and limits). "
-           "Code that imports a module the profile does not allow is rejected before it runs, with the "
-           "line and column of each violation."},
-      {"inputSchema",
-       {{"type", "object"},
-        {"properties",
-         {{"code", {{"type", "string"}, {"description", "Python 3 source to run, as in a notebook cell"}}},
-          {"timeout_seconds",
-           {{"type", "number"},
-            {"exclusiveMinimum", 0},
-            {"maximum", max_timeout_s},
-            {"description", "Wall-clock limit for this call; default: the profile's"}}},
-          {"profile", {{"type", "string"}, {"enum", profiles}, {"description", "Profile to run under: " + names}}}}},
-        {"required", {"code"}},
-        {"additionalProperties", false}}},
-      {"outputSchema", ExecuteOutputSchema()},
-      {"annotations",
-       {{"title", "Execute Python"},
-        {"readOnlyHint", false},
-        {"destructiveHint", false},
-        {"idempotentHint", false},
-        {"openWorldHint", false}}}};
-  json list = {
-      {"name", "list_profiles"},
-      {"title", "List sandbox profiles"},
-      {"description",
-       "List the profiles execute_python can run under: for each, its description, the modules code may "
-       "import, and its limits (memory, CPU, timeout)."},
-      {"inputSchema", {{"type", "object"}, {"additionalProperties", false}}},
-      {"annotations",
-       {{"title", "List sandbox profiles"},
-        {"readOnlyHint", true},
-        {"destructiveHint", false},
-        {"idempotentHint", true},
-        {"openWorldHint", false}}}};
-  return Dump({{"tools", json::array({execute, list})}});
+  for (const auto& p : info.profiles) names += (names.empty() ? "" : ", ") + p;
+  json profile_prop = {{"type", "string"}, {"enum", info.profiles}, {"description", "Profile to run under: " + names}};
+  json tools = json::array();
+
+  json exec_props = {
+      {"code", {{"type", "string"}, {"description", "Python 3 source to run, as in a notebook cell"}}},
+      {"timeout_seconds",
+       {{"type", "number"},
+        {"exclusiveMinimum", 0},
+        {"maximum", info.max_timeout_s},
+        {"description", "Wall-clock limit for this call; default: the profile's"}}},
+      {"profile", profile_prop}};
+  std::string exec_desc =
+      "Run Python 3 code in an isolated sandbox and get back what it printed, the value of its last "
+      "expression, the exception with its traceback if it failed, and matplotlib figures as PNG images. "
+      "There is no network and no access to host files. Which modules may be imported depends on the profile "
+      "(default '" + info.default_profile + "'; call list_profiles to see each profile's allowed imports and "
+      "limits). Code that imports a module the profile does not allow is rejected before it runs, with the "
+      "line and column of each violation.";
+  if (info.sessions) {
+    exec_props["session_id"] = SessionIdProperty(
+        "Run in this session (from create_session): variables, imports and files of earlier calls are kept. "
+        "Omit for a fresh one-shot interpreter. Do not pass profile with it.");
+    exec_desc +=
+        " Without session_id each call starts from a fresh interpreter with an empty working directory, "
+        "discarded after the call: define everything the code needs in the same call. To keep state between "
+        "calls, call create_session first and pass its session_id. A call that times out in a session is "
+        "interrupted (KeyboardInterrupt) and the session lives on.";
+  } else {
+    exec_desc +=
+        " Each call starts from a fresh interpreter: define everything the code needs in the same call; /tmp "
+        "is an empty scratch directory discarded after the call.";
+  }
+  json exec_out = ExecuteOutputSchema();
+  exec_out["properties"]["session"] = {
+      {"type", "object"},
+      {"description", "Present for a call in a session"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"alive", {{"type", "boolean"}}},
+        {"interrupted", {{"type", "boolean"}}},
+        {"execution_count", {{"type", "integer"}}},
+        {"end_reason", {{"type", "string"}}}}}};
+  tools.push_back({{"name", "execute_python"},
+                   {"title", "Execute Python"},
+                   {"description", exec_desc},
+                   {"inputSchema",
+                    {{"type", "object"},
+                     {"properties", exec_props},
+                     {"required", {"code"}},
+                     {"additionalProperties", false}}},
+                   {"outputSchema", exec_out},
+                   {"annotations", Annotations("Execute Python", false, false, false)}});
+  if (info.sessions) {
+    tools.push_back(
+        {{"name", "create_session"},
+         {"title", "Create a Python session"},
+         {"description",
+          "Start a persistent sandboxed Python interpreter and return its session_id. Pass the session_id to "
+          "execute_python to keep variables, imports and files between calls, and to upload_file / download_file "
+          "to move files in and out of its working directory. The profile (default '" + info.default_profile +
+              "') is fixed for the session's life. A session ends when idle too long or at its expiry time (both "
+              "returned), or when you call close_session; call close_session when you are done."},
+         {"inputSchema",
+          {{"type", "object"}, {"properties", {{"profile", profile_prop}}}, {"additionalProperties", false}}},
+         {"outputSchema",
+          {{"type", "object"},
+           {"properties",
+            {{"session_id", {{"type", "string"}}},
+             {"profile", {{"type", "string"}}},
+             {"expires_at", {{"type", "string"}, {"description", "RFC 3339 time of the hard expiry"}}},
+             {"idle_timeout_seconds", {{"type", "number"}}}}},
+           {"required", {"session_id", "profile"}}}},
+         {"annotations", Annotations("Create a Python session", false, false, false)}});
+    tools.push_back(
+        {{"name", "close_session"},
+         {"title", "Close a Python session"},
+         {"description",
+          "End a session from create_session now: its interpreter, its variables and every file in its working "
+          "directory are gone for good (download_file what you need first). Other sessions are not touched."},
+         {"inputSchema",
+          {{"type", "object"},
+           {"properties", {{"session_id", SessionIdProperty("The session to end (from create_session)")}}},
+           {"required", {"session_id"}},
+           {"additionalProperties", false}}},
+         {"outputSchema",
+          {{"type", "object"},
+           {"properties", {{"session_id", {{"type", "string"}}}, {"closed", {{"type", "boolean"}}}}},
+           {"required", {"session_id", "closed"}}}},
+         // Destroys the session's state: honest about it. Idempotent: closing
+         // again changes nothing more (it answers that the session is gone).
+         {"annotations", Annotations("Close a Python session", false, true, true)}});
+    std::string cap = std::to_string(info.max_file_bytes >> 20) + " MiB";
+    tools.push_back(
+        {{"name", "upload_file"},
+         {"title", "Upload a file into a session"},
+         {"description",
+          "Write a file into a session's working directory (parent directories are created; an existing file "
+          "is replaced), so that code run with execute_python in that session can open it by the same relative "
+          "path. Text goes as content with encoding 'utf-8' (the default); binary data as base64 with encoding "
+          "'base64'. At most " + cap + "."},
+         {"inputSchema",
+          {{"type", "object"},
+           {"properties",
+            {{"session_id", SessionIdProperty("The session (from create_session)")},
+             {"path", PathProperty()},
+             {"content", {{"type", "string"}, {"description", "The file's content: text, or base64 when encoding is 'base64'"}}},
+             {"encoding", {{"type", "string"}, {"enum", {"utf-8", "base64"}}, {"description", "How content is written; default 'utf-8'"}}}}},
+           {"required", {"session_id", "path", "content"}},
+           {"additionalProperties", false}}},
+         {"outputSchema",
+          {{"type", "object"},
+           {"properties", {{"session_id", {{"type", "string"}}}, {"path", {{"type", "string"}}}, {"size", {{"type", "integer"}}}}},
+           {"required", {"path", "size"}}}},
+         // Overwrites a file of the same name, but only inside the session's
+         // own scratch directory: not destructive of anything outside it.
+         {"annotations", Annotations("Upload a file into a session", false, false, true)}});
+    tools.push_back(
+        {{"name", "download_file"},
+         {"title", "Download a file from a session"},
+         {"description",
+          "Read a file from a session's working directory, e.g. one the code wrote. Text files come back as "
+          "text, PNG/JPEG/GIF images as image content, other files as base64. At most " + cap + "."},
+         {"inputSchema",
+          {{"type", "object"},
+           {"properties", {{"session_id", SessionIdProperty("The session (from create_session)")}, {"path", PathProperty()}}},
+           {"required", {"session_id", "path"}},
+           {"additionalProperties", false}}},
+         {"outputSchema",
+          {{"type", "object"},
+           {"properties",
+            {{"session_id", {{"type", "string"}}},
+             {"path", {{"type", "string"}}},
+             {"size", {{"type", "integer"}}},
+             {"encoding", {{"type", "string"}, {"enum", {"utf-8", "base64"}}}},
+             {"content", {{"type", "string"}}}}},
+           {"required", {"path", "size", "encoding", "content"}}}},
+         {"annotations", Annotations("Download a file from a session", true, false, true)}});
+  }
+  tools.push_back({{"name", "list_profiles"},
+                   {"title", "List sandbox profiles"},
+                   {"description",
+                    "List the profiles execute_python can run under: for each, its description, the modules code "
+                    "may import, and its limits (memory, CPU, timeout)."},
+                   {"inputSchema", {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}}},
+                   {"annotations", Annotations("List sandbox profiles", true, false, true)}});
+  return tools;
+}
+
+// OpenAI strict mode holds only when every property is required and no other
+// is allowed (OpenAI's "Structured Outputs" rules).
+bool StrictCompatible(const json& schema) {
+  if (schema.value("additionalProperties", true) != false) return false;
+  const json& props = schema.contains("properties") ? schema["properties"] : json::object();
+  std::vector<std::string> required = schema.value("required", std::vector<std::string>{});
+  for (const auto& [name, _] : props.items()) {
+    if (std::find(required.begin(), required.end(), name) == required.end()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const std::vector<std::string>& McpToolNames(bool sessions) {
+  static const std::vector<std::string> kAll = {"execute_python", "create_session", "close_session",
+                                                "upload_file",    "download_file",  "list_profiles"};
+  static const std::vector<std::string> kOneShot = {"execute_python", "list_profiles"};
+  return sessions ? kAll : kOneShot;
+}
+
+std::string McpToolsListResult(const McpToolsInfo& info) { return Dump({{"tools", ToolObjects(info)}}); }
+
+std::string ToolDefinitions(const std::string& format, const McpToolsInfo& info) {
+  json tools = ToolObjects(info);
+  json out = json::array();
+  for (json& t : tools) {
+    json& schema = t["inputSchema"];
+    if (format == "mcp") {
+      out.push_back(t);
+    } else if (format == "anthropic") {
+      out.push_back({{"name", t["name"]}, {"description", t["description"]}, {"input_schema", schema}});
+    } else if (format == "openai" || format == "openai-responses") {
+      json fn = {{"name", t["name"]}, {"description", t["description"]}, {"parameters", schema}};
+      bool strict = StrictCompatible(schema);
+      if (strict) {
+        fn["strict"] = true;
+        if (!schema.contains("required")) fn["parameters"]["required"] = json::array();
+      } else {
+        fn["strict"] = false;
+      }
+      if (format == "openai") {
+        out.push_back({{"type", "function"}, {"function", fn}});
+      } else {
+        fn["type"] = "function";
+        out.push_back(fn);
+      }
+    } else {
+      return "";
+    }
+  }
+  return Dump({{"format", format}, {"tools", out}});
 }
 
 std::string McpToolCallResult(const ExecuteResponse& r) {
@@ -277,6 +517,88 @@ std::string McpRejectedResult(const std::vector<Violation>& violations) {
   return Dump({{"content", json::array({TextBlock(text)})},
                {"structuredContent", {{"violations", list}}},
                {"isError", true}});
+}
+
+std::string McpSessionCallResult(const ExecuteResponse& response, const std::string& session_id, bool alive,
+                                 bool interrupted, int64_t execution_count, const std::string& end_reason) {
+  json j = json::parse(McpToolCallResult(response));
+  json session = {{"id", session_id}, {"alive", alive}, {"interrupted", interrupted},
+                  {"execution_count", execution_count}};
+  if (!alive) {
+    session["end_reason"] = end_reason;
+    j["content"].push_back(TextBlock("The session has ended (" + end_reason +
+                                     "): its state is gone; call create_session for a new one."));
+    j["isError"] = true;
+  } else if (interrupted) {
+    j["content"].push_back(TextBlock("The call was interrupted (KeyboardInterrupt); the session lives on with the "
+                                     "state it had when interrupted."));
+  }
+  j["structuredContent"]["session"] = session;
+  return Dump(j);
+}
+
+std::string McpSessionCreatedResult(const std::string& id, const std::string& profile, int64_t expires_at_ms,
+                                    double idle_timeout_s) {
+  std::string text = "Session " + id + " created (profile " + profile + "). Pass session_id \"" + id +
+                     "\" to execute_python, upload_file and download_file. It ends after " +
+                     std::to_string(static_cast<int64_t>(idle_timeout_s)) + " s without a call, at " +
+                     Rfc3339Ms(expires_at_ms) + " at the latest, or when you call close_session.";
+  return Dump({{"content", json::array({TextBlock(text)})},
+               {"structuredContent",
+                {{"session_id", id},
+                 {"profile", profile},
+                 {"expires_at", Rfc3339Ms(expires_at_ms)},
+                 {"idle_timeout_seconds", idle_timeout_s}}},
+               {"isError", false}});
+}
+
+std::string McpSessionClosedResult(const std::string& id) {
+  return Dump({{"content", json::array({TextBlock("Session " + id + " closed: its interpreter and files are gone.")})},
+               {"structuredContent", {{"session_id", id}, {"closed", true}}},
+               {"isError", false}});
+}
+
+std::string McpFileWrittenResult(const std::string& session_id, const std::string& path, int64_t size) {
+  return Dump({{"content", json::array({TextBlock("Wrote " + std::to_string(size) + " bytes to " + path +
+                                                  " in session " + session_id + ".")})},
+               {"structuredContent", {{"session_id", session_id}, {"path", path}, {"size", size}}},
+               {"isError", false}});
+}
+
+std::string McpFileReadResult(const std::string& session_id, const std::string& path, const std::string& bytes) {
+  auto ends = [&](const char* ext) {
+    std::string e = ext;
+    if (path.size() < e.size()) return false;
+    std::string tail = path.substr(path.size() - e.size());
+    std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
+    return tail == e;
+  };
+  json content = json::array();
+  json structured = {{"session_id", session_id}, {"path", path}, {"size", static_cast<int64_t>(bytes.size())}};
+  // Images by their magic bytes (never by name alone).
+  const char* image = nullptr;
+  if (bytes.rfind("\x89PNG\r\n\x1a\n", 0) == 0) image = "image/png";
+  else if (bytes.rfind("\xff\xd8\xff", 0) == 0) image = "image/jpeg";
+  else if (bytes.rfind("GIF8", 0) == 0) image = "image/gif";
+  if (image == nullptr && IsValidUtf8(bytes) && bytes.find('\0') == std::string::npos) {
+    content.push_back(TextBlock(bytes));
+    structured["encoding"] = "utf-8";
+    structured["content"] = bytes;
+  } else {
+    std::string b64 = Base64Encode(bytes);
+    if (image) {
+      content.push_back({{"type", "image"}, {"data", b64}, {"mimeType", image}});
+    } else {
+      std::string mime = ends(".pdf") ? "application/pdf" : ends(".zip") ? "application/zip" : "application/octet-stream";
+      content.push_back({{"type", "resource"},
+                         {"resource", {{"uri", "airlock://sessions/" + session_id + "/files/" + path},
+                                       {"mimeType", mime},
+                                       {"blob", b64}}}});
+    }
+    structured["encoding"] = "base64";
+    structured["content"] = b64;
+  }
+  return Dump({{"content", content}, {"structuredContent", structured}, {"isError", false}});
 }
 
 std::string McpToolErrorResult(const std::string& message) {

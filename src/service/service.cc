@@ -409,9 +409,26 @@ StatusOr<model::ExecuteResponse> Service::RunBlocking(const model::ExecuteReques
   if (p.verdict != Verdict::kRun) return InvalidArgument(p.error.message);
   Plan& plan = *p.plan;
   ASSIGN_OR_RETURN(std::unique_ptr<exec::Execution> ex, Start(plan));
+  return Supervise(plan, std::move(ex));
+}
+
+StatusOr<model::ExecuteResponse> Service::Supervise(Plan& plan, std::unique_ptr<exec::Execution> ex,
+                                                    const Disposer& dispose) const {
   ChannelBuffer channel(options_.max_event_bytes);
   bool channel_open = true;
   while (!ex->Exited()) {
+    // A warm run's program said it ended and closed its streams: answer now,
+    // as the server's event loop does (RunDriver::CheckExit), and leave the
+    // teardown to `dispose` (without one, Finish waits for init's report).
+    if (dispose && !channel_open) {
+      std::optional<model::ProgramEnd> end = model::ParseProgramEnd(channel.data(), channel.truncated());
+      if (end && ex->CanFinishOnEnd()) {
+        exec::RunResult result = ex->FinishOnEnd(end->exit_code, end->max_rss_kb);
+        model::ExecuteResponse response = Complete(plan, result, channel);
+        dispose(std::move(ex));
+        return response;
+      }
+    }
     int wait_ms = ex->OnTick();
     struct pollfd fds[4];
     nfds_t n = 0;
@@ -436,7 +453,9 @@ StatusOr<model::ExecuteResponse> Service::RunBlocking(const model::ExecuteReques
     if (::poll(&pfd, 1, 100) <= 0) break;
   }
   exec::RunResult result = ex->Finish();
-  return Complete(plan, result, channel);
+  model::ExecuteResponse response = Complete(plan, result, channel);
+  if (dispose) dispose(std::move(ex));
+  return response;
 }
 
 std::vector<model::PoolView> Service::Pools() const {

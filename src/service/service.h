@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -153,6 +154,17 @@ class Service {
   // Prepared outcomes turned into Status) or the launch's.
   StatusOr<model::ExecuteResponse> RunBlocking(const model::ExecuteRequest& request,
                                                const std::string& request_id) const;
+
+  // The rest of RunBlocking for a run Start() launched (possibly on another
+  // thread): supervises it to its end on the calling thread (its output,
+  // deadlines, result channel) and returns its response. Blocking. With a
+  // `dispose`, a warm run is answered from its end event (as the server's
+  // event loop does) and the Execution, whose destruction tears the run down
+  // (kill what is left, remove the cgroup: milliseconds to seconds), is handed
+  // to it instead of being destroyed here before the answer.
+  using Disposer = std::function<void(std::unique_ptr<exec::Execution>)>;
+  StatusOr<model::ExecuteResponse> Supervise(Plan& plan, std::unique_ptr<exec::Execution> execution,
+                                             const Disposer& dispose = {}) const;
 
   const profile::ProfileSet& profiles() const { return options_.profiles; }
   model::ProfileView View(const profile::Profile& profile) const;

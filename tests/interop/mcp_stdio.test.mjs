@@ -43,10 +43,12 @@ test("initialize negotiates a protocol version the SDK speaks and names the serv
   assert.ok(client.getServerCapabilities().tools, "tools capability");
 });
 
-test("tools/list offers execute_python and list_profiles with schemas and honest annotations", async () => {
+test("tools/list offers execute_python, the session tools and list_profiles with schemas and honest annotations", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ["execute_python", "list_profiles"]);
+  assert.deepEqual(names, ["close_session", "create_session", "download_file", "execute_python", "list_profiles",
+                           "upload_file"]);
+  assert.equal(tools.find((t) => t.name === "close_session").annotations.destructiveHint, true);
   const exec = tools.find((t) => t.name === "execute_python");
   assert.deepEqual(exec.inputSchema.required, ["code"]);
   assert.equal(exec.inputSchema.additionalProperties, false);
@@ -123,6 +125,32 @@ test("bad arguments and unknown tools are answered as the spec says", async () =
   assert.equal(unknownProfile.isError, true);
   assert.match(text(unknownProfile), /not a profile/);
   await assert.rejects(client.callTool({ name: "no_such_tool", arguments: {} }), /Unknown tool/);
+});
+
+test("a session over stdio keeps state, moves files, and closes", async () => {
+  const made = await client.callTool({ name: "create_session", arguments: { profile: "general" } });
+  assert.equal(made.isError, false, text(made));
+  const sid = made.structuredContent.session_id;
+  let r = await client.callTool({ name: "execute_python", arguments: { session_id: sid, code: "import math\nr = math.sqrt(16)" } });
+  assert.equal(r.isError, false, text(r));
+  r = await client.callTool({ name: "execute_python", arguments: { session_id: sid, code: "r * 10" } });
+  assert.equal(r.structuredContent.result, "40.0", text(r));
+  assert.equal(r.structuredContent.session.execution_count, 2);
+  const up = await client.callTool({ name: "upload_file",
+                                     arguments: { session_id: sid, path: "in.bin", content: Buffer.from([0, 1, 2, 255]).toString("base64"), encoding: "base64" } });
+  assert.equal(up.isError, false, text(up));
+  r = await client.callTool({ name: "execute_python", arguments: { session_id: sid, code: "list(open('in.bin', 'rb').read())" } });
+  assert.equal(r.structuredContent.result, "[0, 1, 2, 255]", text(r));
+  const down = await client.callTool({ name: "download_file", arguments: { session_id: sid, path: "in.bin" } });
+  assert.equal(down.structuredContent.encoding, "base64");
+  assert.equal(down.content[0].type, "resource");
+  assert.deepEqual([...Buffer.from(down.structuredContent.content, "base64")], [0, 1, 2, 255]);
+  const escape = await client.callTool({ name: "download_file", arguments: { session_id: sid, path: "../etc/passwd" } });
+  assert.equal(escape.isError, true);
+  const closed = await client.callTool({ name: "close_session", arguments: { session_id: sid } });
+  assert.equal(closed.isError, false, text(closed));
+  r = await client.callTool({ name: "execute_python", arguments: { session_id: sid, code: "r" } });
+  assert.equal(r.isError, true);
 });
 
 test("list_profiles lists the shipped profiles and their imports", async () => {

@@ -11,6 +11,7 @@
 
 #include "mcp/stdio_transport.h"
 #include "profile/loader.h"
+#include "session/session_manager.h"
 
 namespace airlock::mcp {
 namespace {
@@ -36,7 +37,9 @@ class McpServerTest : public ::testing::Test {
     auto s = service::Service::Create(std::move(o));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     svc_ = std::move(*s);
-    server_ = std::make_unique<McpServer>(*svc_, McpOptions{"0.0.0-test", {}});
+    server_ = std::make_unique<McpServer>(*svc_, nullptr, McpOptions{"0.0.0-test", {}});
+    sessions_ = std::make_unique<session::SessionManager>(*svc_, session::SessionOptions());
+    with_sessions_ = std::make_unique<McpServer>(*svc_, sessions_.get(), McpOptions{"0.0.0-test", {}});
   }
 
   json Ask(const std::string& message) {
@@ -50,6 +53,18 @@ class McpServerTest : public ::testing::Test {
   isolation::HostSetup host_;
   std::unique_ptr<service::Service> svc_;
   std::unique_ptr<McpServer> server_;
+  std::unique_ptr<session::SessionManager> sessions_;
+  std::unique_ptr<McpServer> with_sessions_;
+
+  json AskSessions(const std::string& message) {
+    auto reply = with_sessions_->Handle(message);
+    EXPECT_TRUE(reply.has_value()) << message;
+    return reply ? json::parse(*reply) : json(nullptr);
+  }
+  json Call(const std::string& tool, const json& args) {
+    json m = {{"jsonrpc", "2.0"}, {"id", 7}, {"method", "tools/call"}, {"params", {{"name", tool}, {"arguments", args}}}};
+    return AskSessions(m.dump())["result"];
+  }
 };
 
 TEST_F(McpServerTest, NegotiatesTheProtocolVersion) {
@@ -76,6 +91,79 @@ TEST_F(McpServerTest, ListsToolsWithSchemas) {
   EXPECT_EQ(exec["inputSchema"]["required"], json::array({"code"}));
   EXPECT_EQ(exec["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 5.0);
   EXPECT_EQ(exec["annotations"]["openWorldHint"], false);
+}
+
+TEST_F(McpServerTest, ListsTheSessionToolsWithHonestAnnotations) {
+  json r = AskSessions(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})");
+  std::vector<std::string> names;
+  for (const json& t : r["result"]["tools"]) {
+    names.push_back(t["name"]);
+    EXPECT_EQ(t["annotations"]["openWorldHint"], false) << t["name"];
+    EXPECT_EQ(t["annotations"]["destructiveHint"], t["name"] == "close_session") << t["name"];
+    EXPECT_EQ(t["inputSchema"]["type"], "object");
+    EXPECT_EQ(t["inputSchema"]["additionalProperties"], false);
+    EXPECT_FALSE(t["description"].get<std::string>().empty());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"execute_python", "create_session", "close_session", "upload_file",
+                                             "download_file", "list_profiles"}));
+  const json& exec = r["result"]["tools"][0];
+  EXPECT_TRUE(exec["inputSchema"]["properties"].contains("session_id"));
+  EXPECT_TRUE(exec["outputSchema"]["properties"].contains("session"));
+}
+
+TEST_F(McpServerTest, SessionToolArgumentsAreCheckedAsToolErrors) {
+  auto text = [](const json& result) { return result["content"][0]["text"].get<std::string>(); };
+  json r = Call("close_session", json::object());
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_NE(text(r).find("session_id: required"), std::string::npos) << text(r);
+  r = Call("execute_python", {{"code", "1"}, {"session_id", "s1-x"}, {"profile", "minimal"}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_NE(text(r).find("profile is fixed"), std::string::npos) << text(r);
+  // An id that does not exist (or belongs to another token): not found.
+  r = Call("execute_python", {{"code", "1"}, {"session_id", "s1-abcd-0123"}});
+  EXPECT_EQ(r["isError"], true);
+  r = Call("close_session", {{"session_id", "s1-abcd-0123"}});
+  EXPECT_EQ(r["isError"], true);
+  r = Call("upload_file", {{"session_id", "s1-abcd-0123"}, {"path", "a.txt"}, {"content", "@@"}, {"encoding", "base64"}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_NE(text(r).find("base64"), std::string::npos) << text(r);
+  r = Call("upload_file", {{"session_id", "s1-abcd-0123"}, {"path", "../etc/passwd"}, {"content", "x"}});
+  EXPECT_EQ(r["isError"], true);
+  r = Call("download_file", {{"session_id", "s1-abcd-0123"}, {"path", "/etc/shadow"}});
+  EXPECT_EQ(r["isError"], true);
+  r = Call("download_file", {{"session_id", "s1-abcd-0123"}, {"path", "a"}, {"mode", "x"}});
+  EXPECT_NE(text(r).find("unknown argument 'mode'"), std::string::npos) << text(r);
+}
+
+TEST_F(McpServerTest, ToolDefinitionsForEachVendor) {
+  model::McpToolsInfo info;
+  info.default_profile = "minimal";
+  info.profiles = {"minimal"};
+  info.max_timeout_s = 5;
+  info.max_file_bytes = 1 << 20;
+  json openai = json::parse(model::ToolDefinitions("openai", info));
+  ASSERT_EQ(openai["tools"].size(), 6u);
+  for (const json& t : openai["tools"]) {
+    EXPECT_EQ(t["type"], "function");
+    const json& fn = t["function"];
+    // strict only where every property is required and no other allowed.
+    bool all_required = true;
+    for (const auto& [name, _] : fn["parameters"]["properties"].items()) {
+      const json& req = fn["parameters"].value("required", json::array());
+      all_required = all_required && std::find(req.begin(), req.end(), name) != req.end();
+    }
+    EXPECT_EQ(fn["strict"], all_required) << fn["name"];
+  }
+  EXPECT_EQ(openai["tools"][0]["function"]["strict"], false);  // execute_python has optional arguments
+  json responses = json::parse(model::ToolDefinitions("openai-responses", info));
+  EXPECT_EQ(responses["tools"][0]["type"], "function");
+  EXPECT_EQ(responses["tools"][0]["name"], "execute_python");
+  json anthropic = json::parse(model::ToolDefinitions("anthropic", info));
+  EXPECT_EQ(anthropic["tools"][0]["input_schema"]["required"], json::array({"code"}));
+  EXPECT_FALSE(anthropic["tools"][0].contains("inputSchema"));
+  json mcp = json::parse(model::ToolDefinitions("mcp", info));
+  EXPECT_TRUE(mcp["tools"][0].contains("outputSchema"));
+  EXPECT_EQ(model::ToolDefinitions("gemini", info), "");
 }
 
 TEST_F(McpServerTest, MalformedMessagesGetTheRightErrorCodes) {
