@@ -72,6 +72,8 @@ std::string McpServer::CallTool(const model::McpToolCall& call, const std::strin
   service::Prepared p = svc_.Prepare(call.execute, request_id);
   if (p.verdict == service::Verdict::kRejected) return model::McpRejectedResult(p.violations);
   if (p.verdict == service::Verdict::kInvalid) return model::McpToolErrorResult(p.error.message);
+  // Nothing here can hold a request for a person: refuse rather than run it.
+  if (p.verdict != service::Verdict::kRun) return model::McpToolErrorResult(p.error.message);
   auto r = svc_.RunBlocking(call.execute, request_id);
   if (!r.ok()) {
     log::Error("mcp: call " + id + ": " + r.status().ToString());
