@@ -131,7 +131,9 @@
       files.appendChild(el("br"));
     }
     const iso = resp.isolation || {};
-    const layers = (iso.layers || []).map((l) => l.name + ":" + l.status).join(" ");
+    // isolation: {layer: {enforced, detail}, mode, ...}: the layers that were in force.
+    const layers = Object.keys(iso).filter((k) => iso[k] && typeof iso[k] === "object" && "enforced" in iso[k])
+      .map((k) => k + (iso[k].enforced ? "" : " (NOT enforced)")).join(", ");
     const usage = resp.usage || {};
     $("report").textContent =
       "exit " + resp.exit_code + (resp.kill_reason ? " (killed: " + resp.kill_reason + ")" : "") +
@@ -243,7 +245,7 @@
       return;
     }
     const list = r.data.approvals;
-    state.textContent = list.length ? list.length + " waiting" : "nothing waiting";
+    state.textContent = list.length ? list.length + " waiting (refreshed every 2 s)" : "nothing waiting";
     // Keep cards being typed into; drop decided ones; add new ones.
     const ids = new Set(list.map((a) => a.approval_id));
     for (const card of Array.from(box.children)) {
