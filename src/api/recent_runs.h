@@ -19,9 +19,10 @@ class RecentRuns {
   static constexpr size_t kKept = 200;
 
   void Add(const model::AuditRecord& a) {
-    // Refused authentications say nothing about runs, and would let anyone
-    // without a token fill the list.
-    if (a.verdict == "unauthorized") return;
+    // Refusals on the headers (no or a wrong token, a foreign Host or Origin)
+    // say nothing about runs, and would let anyone without a token push the
+    // real records out.
+    if (a.verdict == "unauthorized" || a.verdict == "refused") return;
     records_.emplace_front(a.token_name, model::AuditRecordToJson(a));
     if (records_.size() > kKept) records_.pop_back();
   }

@@ -369,6 +369,32 @@ class Bounds(unittest.TestCase):
         finally:
             srv.cleanup()
 
+    def test_sigterm_answers_waiting_clients_and_stops(self):
+        srv = start_server(["--drain-grace", "2"])
+        try:
+            out = {}
+
+            def go():
+                out["reply"] = post("/v1/execute", {"code": "print('held')", "profile": "gated", "wait": 600},
+                                    RUN_TOKEN, timeout=120, srv=srv)
+            t = threading.Thread(target=go)
+            t.start()
+            deadline = time.monotonic() + scaled(30)
+            while not get("/v1/approvals", APPROVE_TOKEN, srv=srv)[1]["approvals"]:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+            t0 = time.monotonic()
+            code = srv.stop()
+            t.join(scaled(30))
+            self.assertEqual(code, 0)
+            # The waiting client was answered (still pending), not left hanging until the
+            # hard stop, and the server ended within its drain.
+            self.assertEqual(out["reply"][0], 202, out["reply"])
+            self.assertEqual(out["reply"][2]["status"], "pending")
+            self.assertLess(time.monotonic() - t0, scaled(15))
+        finally:
+            srv.cleanup()
+
     def test_bad_decisions_are_422(self):
         _, _, body = submit("print(5)\n")
         aid = body["approval_id"]

@@ -5,7 +5,8 @@ A person loads the page, gives a token, runs code and sees its output and a figu
 output that looks like HTML stays text; requests held for approval appear with their code and
 findings, one is approved (its result shows) and one denied; the recent runs list them. The page
 is served with a strict Content-Security-Policy and the API's Host/Origin rules, which the test
-checks over plain HTTP. Screenshots of each step go to docs/console-*.png.
+checks over plain HTTP. Screenshots of each step are taken (AIRLOCK_UPDATE_SCREENSHOTS=1 keeps
+them as docs/console-*.png).
 
 Skips only when chromium or Selenium is missing and AIRLOCK_MUST_WORK is unset.
 """
@@ -31,7 +32,8 @@ except ImportError:
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 MUST_WORK = os.environ.get("AIRLOCK_MUST_WORK") == "1"
-DOCS = os.path.join(SOURCE_DIR, "docs")
+# Screenshots go to the test's temp dir; AIRLOCK_UPDATE_SCREENSHOTS=1 writes docs/console-*.png.
+UPDATE_DOCS = os.environ.get("AIRLOCK_UPDATE_SCREENSHOTS") == "1"
 
 OPERATOR = "operator-token-0123456789abcdef"
 AGENT = "agent-token-0123456789abcdef00"
@@ -95,7 +97,8 @@ class ConsoleInBrowser(unittest.TestCase):
             lambda d: predicate(d), message=f"waited for {what}")
 
     def shot(self, name):
-        self.driver.save_screenshot(os.path.join(DOCS, f"console-{name}.png"))
+        where = os.path.join(SOURCE_DIR, "docs") if UPDATE_DOCS else tmp
+        self.assertTrue(self.driver.save_screenshot(os.path.join(where, f"console-{name}.png")))
 
     def set_code(self, code):
         area = self.driver.find_element(By.ID, "code")

@@ -292,6 +292,7 @@
       return;
     }
     if (card.parentNode) card.parentNode.removeChild(card);
+    refreshApprovals();
     line.textContent = a.approval_id + ": " + r.data.status;
     line.classList.add(r.data.status);
     if (r.data.status === "approved") {
