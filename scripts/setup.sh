@@ -18,6 +18,9 @@ packages=(
   # deployment tests (tests/deploy): rendered manifests read with PyYAML; nginx runs
   # the session routing config
   python3-yaml nginx-light
+  # the web console's browser test (tests/e2e/test_console.py): headless Chromium
+  # driven by Selenium
+  chromium chromium-driver python3-selenium
   # what sandboxed programs use (the data-science and visualization profiles)
   python3 python3-numpy python3-pandas python3-scipy python3-matplotlib
 )

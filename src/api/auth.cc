@@ -29,6 +29,17 @@ bool IEquals(std::string_view a, std::string_view b) {
 
 Status Authenticator::Add(std::string_view entry, const std::string& origin, size_t index) {
   std::string name, token;
+  bool run = true, approve = false;
+  // A trailing `:run`, `:approve` or `:run+approve` names the roles (a token
+  // is never one of these words, so an older entry is read as before).
+  if (size_t last = entry.rfind(':'); last != std::string_view::npos && entry.find(':') != last) {
+    std::string_view roles = Trim(entry.substr(last + 1));
+    if (roles == "run" || roles == "approve" || roles == "run+approve" || roles == "approve+run") {
+      run = roles != "approve";
+      approve = roles != "run";
+      entry = entry.substr(0, last);
+    }
+  }
   size_t colon = entry.find(':');
   if (colon != std::string_view::npos) {
     name = std::string(Trim(entry.substr(0, colon)));
@@ -51,7 +62,7 @@ Status Authenticator::Add(std::string_view entry, const std::string& origin, siz
   for (const Token& t : tokens_) {
     if (t.name == name) return InvalidArgument(origin + ": token name '" + name + "' is used twice");
   }
-  tokens_.push_back({name, service::Sha256(token)});
+  tokens_.push_back({name, service::Sha256(token), run, approve});
   return Status::Ok();
 }
 
@@ -95,6 +106,12 @@ StatusOr<Authenticator> Authenticator::Load(const std::string& tokens_file, cons
 }
 
 std::optional<std::string> Authenticator::Check(std::string_view authorization, std::string_view api_key) const {
+  auto id = Identify(authorization, api_key);
+  if (!id) return std::nullopt;
+  return id->name;
+}
+
+std::optional<Identity> Authenticator::Identify(std::string_view authorization, std::string_view api_key) const {
   std::string_view presented;
   authorization = Trim(authorization);
   if (authorization.size() > 7 && IEquals(authorization.substr(0, 7), "Bearer ")) {
@@ -113,7 +130,8 @@ std::optional<std::string> Authenticator::Check(std::string_view authorization, 
     found = match * static_cast<int>(i) + (1 - match) * found;
   }
   if (found < 0) return std::nullopt;
-  return tokens_[static_cast<size_t>(found)].name;
+  const Token& t = tokens_[static_cast<size_t>(found)];
+  return Identity{t.name, t.run, t.approve};
 }
 
 }  // namespace airlock::api

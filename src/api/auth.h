@@ -8,6 +8,12 @@
 //
 //   AIRLOCK_TOKENS="agent:4f1e9a7b...,ci:0d9c1f6e..."
 //
+// An entry may end with the token's roles, `name:token:ROLES`, ROLES being
+// `run`, `approve` or `run+approve` (docs/api.md, Approvals). Without them a
+// token may run code and not approve.
+//
+//   alice:9c1f...e8f2:approve
+//
 // A client sends `Authorization: Bearer <token>` or `X-API-Key: <token>`.
 // Comparison is constant-time: each presented token is hashed (SHA-256) and
 // compared with every configured token's hash, without an early exit, so the
@@ -28,6 +34,13 @@ namespace airlock::api {
 // Tokens shorter than this are refused at startup: they can be guessed.
 inline constexpr size_t kMinTokenLength = 16;
 
+// What a token may do.
+struct Identity {
+  std::string name;
+  bool run = true;
+  bool approve = false;
+};
+
 class Authenticator {
  public:
   Authenticator() = default;
@@ -43,11 +56,15 @@ class Authenticator {
   // none or a wrong one. `authorization` is the Authorization header value,
   // `api_key` the X-API-Key header value (either may be empty).
   std::optional<std::string> Check(std::string_view authorization, std::string_view api_key) const;
+  // The same, with the token's roles.
+  std::optional<Identity> Identify(std::string_view authorization, std::string_view api_key) const;
 
  private:
   struct Token {
     std::string name;
     std::array<uint8_t, 32> digest;
+    bool run = true;
+    bool approve = false;
   };
   Status Add(std::string_view entry, const std::string& origin, size_t index);
   std::vector<Token> tokens_;

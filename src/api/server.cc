@@ -22,6 +22,9 @@
 #include <random>
 #include <set>
 
+#include "api/approvals.h"
+#include "api/console_routes.h"
+#include "api/recent_runs.h"
 #include "api/error_mapping.h"
 #include "api/event_stream.h"
 #include "api/metrics.h"
@@ -103,6 +106,15 @@ struct Server::Impl {
     session_routes = std::make_unique<SessionRoutes>(*session_mgr, ro);
     session_pool = std::make_unique<net::thread_pool>(std::max<size_t>(2, opt.session_threads));
     mcp_routes = MakeMcpRoutes();
+    ApprovalOptions ao;
+    ao.max_pending = opt.max_pending_approvals;
+    ao.max_depth = opt.max_json_depth;
+    ao.auth_enabled = auth.enabled();
+    approvals = std::make_unique<Approvals>(
+        *io, ao, [this](std::unique_ptr<service::Plan> plan, Approvals::RunDone done) {
+          StartApproved(std::move(plan), std::move(done));
+        },
+        [this](model::AuditRecord rec) { WriteAudit(rec); });
   }
   // /mcp and /v1/tools (api/mcp_routes.h); their calls block session_pool threads.
   std::unique_ptr<McpRoutes> MakeMcpRoutes() {
@@ -167,6 +179,21 @@ struct Server::Impl {
   std::set<std::shared_ptr<SessionCallDriver>> call_drivers;  // session calls under way
   std::set<Session*> sessions;
 
+  // Approvals (api/approvals.h): held requests; approved runs waiting for a
+  // slot (served before the queue of connections: a person is waiting); the
+  // last audit records, for the console's recent runs (GET /v1/runs).
+  std::unique_ptr<Approvals> approvals;
+  std::deque<std::function<void(bool have_slot)>> approved_queue;
+  RecentRuns recent;
+
+  void StartApproved(std::unique_ptr<service::Plan> plan, Approvals::RunDone done);
+  void WriteAudit(const model::AuditRecord& a) {
+    recent.Add(a);
+    if (!audit || !audit->enabled()) return;
+    audit->Write(a);
+    metrics.SetAuditDropped(audit->dropped());
+  }
+
   uint64_t id_seed = 0, id_counter = 0;
 
   std::string NewRequestId() {
@@ -225,6 +252,9 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
     pid_.release();
     chan_.release();
   }
+
+  // For a driver made before its owner's callback is (an approved run).
+  void SetDone(Done done) { done_ = std::move(done); }
 
   // The run's options, to adjust before Start() (the streaming output hook).
   exec::RunOptions& plan_options() { return plan_->options; }
@@ -565,6 +595,12 @@ class Session : public std::enable_shared_from_this<Session> {
     bool execute = false;
     bool compat = false;
     bool session_route = false;  // /v1/sessions and below (api/session_routes.h)
+    bool approval_route = false;  // /v1/approvals and below (api/approvals.h)
+    bool console = false;         // /, /console and its assets (api/console_routes.h)
+    // The token's roles (every role without tokens), and a held request's wait.
+    bool may_run = true;
+    bool may_approve = true;
+    std::optional<double> wait_s;
     std::string session_id;      // a session call's, for cancelling it
     bool keep_alive = true;
     Clock::time_point start;
@@ -678,6 +714,14 @@ class Session : public std::enable_shared_from_this<Session> {
       req_.route = "/v1/profiles/{name}";
     } else if (McpRoutes::Matches(path_) || McpRoutes::IsTools(path_)) {
       req_.route = path_;
+    } else if (Approvals::Matches(path_)) {
+      req_.approval_route = true;
+      req_.route = path_ == "/v1/approvals" ? "/v1/approvals" : "/v1/approvals/{id}";
+    } else if (path_ == "/v1/runs") {
+      req_.route = path_;
+    } else if (ConsoleRoutes::Matches(path_)) {
+      req_.console = true;
+      req_.route = "/console";
     } else if (SessionRoutes::Matches(path_)) {
       req_.session_route = true;
       req_.route = SessionRoutes::RouteName(ToString(h.method_string()), path_);
@@ -702,6 +746,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void HandleMcp();
   void HandleExecute();
   void OnPrepared(service::Prepared p);
+  void HoldForApproval(service::Prepared p);
   void OnRunDone(RunOutcome o);
   void OnClientGone();
   void WatchDisconnect();
@@ -726,15 +771,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Audit(const std::string& verdict, int status) {
-    if (!s_.audit || !s_.audit->enabled()) return;
     model::AuditRecord& a = req_.audit;
     a.time = NowRfc3339();
     a.verdict = verdict;
     a.http_status = status;
     a.client_gone = req_.client_gone;
     a.duration_ms = MillisSince(req_.start);
-    s_.audit->Write(a);
-    s_.metrics.SetAuditDropped(s_.audit->dropped());
+    s_.WriteAudit(a);
   }
 
   void Send(int status, std::string body, const char* content_type,
@@ -847,14 +890,19 @@ bool Session::ScreenHeaders() {
     Handle();
     return false;
   }
+  // The console's static page carries no data: a browser loads it without a
+  // token, then sends one (Authorization header, never a cookie) on its calls.
+  if (req_.console) return true;
   if (s_.auth.enabled()) {
-    auto name = s_.auth.Check(ToString(h[http::field::authorization]), ToString(h["X-API-Key"]));
-    if (!name) {
+    auto id = s_.auth.Identify(ToString(h[http::field::authorization]), ToString(h["X-API-Key"]));
+    if (!id) {
       return refuse({model::ErrorKind::kUnauthorized,
                      "missing or wrong token: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'", ""},
                     "unauthorized");
     }
-    req_.audit.token_name = *name;
+    req_.audit.token_name = id->name;
+    req_.may_run = id->run;
+    req_.may_approve = id->approve;
   }
   return true;
 }
@@ -877,6 +925,28 @@ void Session::Handle() {
     Send(r.status, r.body, "application/json", r.headers);
   };
 
+  if (req_.console) {
+    if (method != http::verb::get) return method_not_allowed("GET");
+    ConsoleAsset a = ConsoleRoutes::Get(path_);
+    return Send(a.status, std::move(a.body), a.content_type, a.headers);
+  }
+  if ((req_.execute || req_.session_route || McpRoutes::Matches(path_)) && !req_.may_run) {
+    return FinishError({model::ErrorKind::kForbidden, "token '" + req_.audit.token_name +
+                                                          "' may approve, not run code (its role in the tokens file)",
+                        ""},
+                       {});
+  }
+  if (req_.approval_route) {
+    Caller caller{req_.audit.token_name, req_.may_run, req_.may_approve};
+    RouteAnswer a = s_.approvals->Handle(ToString(h.method_string()), path_, parser_->release().body(), caller);
+    return SendJson(a.status, std::move(a.body));
+  }
+  if (path_ == "/v1/runs") {
+    if (method != http::verb::get) return method_not_allowed("GET");
+    // Approvers see every run; a run-only token its own.
+    const bool all = !s_.auth.enabled() || req_.may_approve;
+    return SendJson(200, s_.recent.ToJson(all ? nullptr : &req_.audit.token_name));
+  }
   if (req_.execute) {
     if (method != http::verb::post) return method_not_allowed("POST");
     return HandleExecute();
@@ -943,6 +1013,7 @@ void Session::HandleExecute() {
   if (!model::ParseExecuteRequest(body, caps, &request, &error)) return FinishError(error, {});
   req_.audit.code_bytes = static_cast<int64_t>(request.code.size());
   request.stream_output = req_.stream != model::StreamFormat::kNone;
+  req_.wait_s = request.wait_s;
 
   if (request.code.size() <= kInlinePrepareBytes) {
     return OnPrepared(s_.svc.Prepare(request, req_.id));
@@ -964,9 +1035,32 @@ void Session::OnPrepared(service::Prepared p) {
     req_.audit.violations = p.violations;
     return FinishError(p.error, p.violations);
   }
+  if (p.verdict == service::Verdict::kNeedsApproval) return HoldForApproval(std::move(p));
   req_.audit.violations = p.plan->warnings;
   req_.plan = std::move(p.plan);
   s_.Admit(shared_from_this());
+}
+
+// The profile holds this request for a person: 202 at once, or after the
+// decision and the run when the client asked to wait (the connection is held
+// by a timer, never by a thread).
+void Session::HoldForApproval(service::Prepared p) {
+  const profile::Profile* prof = s_.svc.profiles().Find(p.profile_name);
+  req_.audit.violations = p.violations;
+  auto id = s_.approvals->Hold(std::move(p), req_.audit.token_name, prof->approval, req_.id);
+  if (!id.ok()) return FinishError({model::ErrorKind::kTooManyRequests, id.status().message(), ""}, {});
+  req_.audit.approval_id = *id;
+  req_.audit.verdict = "pending_approval";
+  Audit("pending_approval", 202);
+  if (!req_.wait_s) return Send(202, s_.approvals->PendingJson(*id), "application/json", {{"X-Approval-Id", *id}});
+  state_ = State::kRunning;  // a disconnect only marks the request (the approval stays)
+  WatchDisconnect();
+  s_.approvals->Wait(*id, *req_.wait_s, [self = shared_from_this(), id = *id] {
+    if (self->state_ == State::kClosed) return;
+    self->state_ = State::kHandling;
+    RouteAnswer a = self->s_.approvals->Outcome(id, self->req_.compat);
+    self->Send(a.status, std::move(a.body), "application/json", {{"X-Approval-Id", id}});
+  });
 }
 
 void Session::FinishError(const model::ApiError& error, const std::vector<model::Violation>& violations) {
@@ -1286,6 +1380,8 @@ Server::Impl::~Impl() {
   mcp_routes.reset();
   session_routes.reset();
   session_mgr.reset();
+  approvals.reset();  // its timers belong to the loop
+  approved_queue.clear();
   error_code ignored;
   acceptor->close(ignored);
   signals->cancel(ignored);
@@ -1343,6 +1439,12 @@ void Server::Impl::Dequeue(Session* s) {
 
 void Server::Impl::ReleaseSlot() {
   if (running > 0) --running;
+  while (running < opt.max_concurrent && !approved_queue.empty() && !draining) {
+    auto start = std::move(approved_queue.front());
+    approved_queue.pop_front();
+    ++running;
+    start(true);
+  }
   while (running < opt.max_concurrent && !queue.empty() && !draining) {
     std::shared_ptr<Session> next = std::move(queue.front());
     queue.pop_front();
@@ -1367,6 +1469,12 @@ void Server::Impl::BeginDrain() {
   queued.swap(queue);
   UpdateGauges();
   for (auto& s : queued) s->RejectQueued();
+  // Approved runs not started yet will not start; clients waiting on a
+  // decision are answered (202: still pending) so the drain can end.
+  std::deque<std::function<void(bool)>> approved;
+  approved.swap(approved_queue);
+  for (auto& start : approved) start(false);  // fails the run: no slot, draining
+  approvals->ReleaseWaiters();
   std::vector<Session*> idle(sessions.begin(), sessions.end());
   for (Session* s : idle) s->CloseIfIdle();
   drain_timer->expires_after(Ms(opt.drain_grace_s));
@@ -1385,6 +1493,44 @@ void Server::Impl::BeginDrain() {
   MaybeStop();
 }
 
+// An approved run: launched like any other (a run slot, the same driver), on
+// behalf of no connection; its result goes to the approval.
+void Server::Impl::StartApproved(std::unique_ptr<service::Plan> plan, Approvals::RunDone done) {
+  auto shared_plan = std::make_shared<std::unique_ptr<service::Plan>>(std::move(plan));
+  auto shared_done = std::make_shared<Approvals::RunDone>(std::move(done));
+  // `have_slot`: the caller counted the run in `running` already.
+  auto start = [this, shared_plan, shared_done](bool have_slot) {
+    if (draining || !have_slot) {
+      if (have_slot && running > 0) --running;
+      UpdateGauges();
+      (*shared_done)(Unavailable("the server is shutting down"), {});
+      MaybeStop();
+      return;
+    }
+    auto driver = std::make_shared<RunDriver>(*this, std::move(*shared_plan), nullptr);
+    RunDriver* raw = driver.get();
+    driver->SetDone([this, raw, shared_done](RunOutcome o) {
+      for (auto it = drivers.begin(); it != drivers.end(); ++it) {
+        if (it->get() == raw) {
+          drivers.erase(it);
+          break;
+        }
+      }
+      metrics.CountExecution(o.status.ok() ? Outcome(o.response.run) : "failed", o.response.run.duration_ms / 1000.0);
+      (*shared_done)(o.status, std::move(o.response));
+    });
+    drivers.insert(driver);
+    driver->Start();
+  };
+  if (!draining && running < opt.max_concurrent) {
+    ++running;
+    UpdateGauges();
+    return start(true);
+  }
+  if (draining) return start(false);
+  approved_queue.push_back(std::move(start));
+}
+
 void Server::Impl::MaybeStop() {
   if (draining && running == 0 && sessions.empty()) io->stop();
 }
@@ -1393,7 +1539,15 @@ void Server::Impl::SelfTest() {
   net::post(launcher, [this] {
     model::ExecuteRequest req;
     req.code = "print(1 + 1)\n6 * 7\n";
-    req.timeout_s = std::min(10.0, svc.profiles().Default().resources.timeout_max_s);
+    // A profile that runs without a person's approval (the default one unless
+    // it holds every request): the self-test's fixed program is not held.
+    const profile::Profile* p = &svc.profiles().Default();
+    for (const profile::Profile& q : svc.profiles().profiles()) {
+      if (p->approval.policy != profile::ApprovalPolicy::kAlways) break;
+      if (q.approval.policy != profile::ApprovalPolicy::kAlways) p = &q;
+    }
+    req.profile = p->name;
+    req.timeout_s = std::min(10.0, p->resources.timeout_max_s);
     auto r = svc.RunBlocking(req, "self-test");
     net::post(*io, [this, r = std::move(r)]() {
       if (!r.ok()) {

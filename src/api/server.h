@@ -57,6 +57,8 @@ struct ServerOptions {
   // carries the whole output up to the caps).
   double stream_keepalive_s = 5;
   size_t stream_queue_bytes = size_t{1} << 20;
+  // Approvals (docs/api.md): requests held for a person at once; beyond: 429.
+  size_t max_pending_approvals = 64;
 };
 
 // Whether `host` (an address literal or "localhost") is a loopback address.

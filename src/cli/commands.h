@@ -45,6 +45,7 @@ struct ServeFlags {
   std::string audit_log = "-";  // "-": stdout, "": none, else a file
   int64_t max_concurrent = 8;
   int64_t max_queue = 64;
+  int64_t max_pending_approvals = 64;
   std::string max_body = "2M";
   std::string max_code = "1M";
   double drain_grace_s = 10;

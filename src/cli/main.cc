@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   serve_cmd->add_option("--max-queue", serve.max_queue, "Requests waiting for a run slot (then 429)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  serve_cmd->add_option("--max-pending-approvals", serve.max_pending_approvals,
+                        "Requests held for a person's approval at once (then 429)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{100000}));
   serve_cmd->add_option("--max-body", serve.max_body, "Largest request body (then 413)")->capture_default_str();
   serve_cmd->add_option("--max-code", serve.max_code, "Largest `code` (then 413)")->capture_default_str();
   serve_cmd->add_option("--drain-grace", serve.drain_grace_s, "Seconds runs may go on after SIGTERM")

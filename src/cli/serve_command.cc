@@ -78,6 +78,7 @@ int ServeCommand(const ServeFlags& flags) {
   }
   options.max_concurrent = static_cast<size_t>(flags.max_concurrent);
   options.max_queue = static_cast<size_t>(flags.max_queue);
+  options.max_pending_approvals = static_cast<size_t>(flags.max_pending_approvals);
   options.drain_grace_s = flags.drain_grace_s;
   int64_t max_body = ParseSize(flags.max_body);
   if (max_body < 1024) {

@@ -118,6 +118,15 @@ std::string McpServer::RunOneShot(const model::McpToolCall& call, const std::str
     audit("invalid", nullptr, p.error.message);
     return model::McpToolErrorResult(p.error.message);
   }
+  // Nothing here can hold a request for a person (a profile's approval
+  // policy): refuse rather than run it.
+  if (p.verdict != service::Verdict::kRun) {
+    std::string why = p.error.message.empty() ? "this profile holds code for a person's approval, which MCP cannot "
+                                                "wait for; use /v1/execute and /v1/approvals"
+                                              : p.error.message;
+    audit("refused", nullptr, why);
+    return model::McpToolErrorResult(why);
+  }
   a.violations = p.plan->warnings;
   StatusOr<model::ExecuteResponse> r = Internal("no run");
   if (run_) {

@@ -301,6 +301,15 @@ bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, Execute
     }
     request->timeout_s = t;
   }
+  if (it = doc.find("wait"); it != doc.end() && !it->is_null()) {
+    double w = 0;
+    if (!AsNumber(*it, &w) || !(w > 0 && w <= 3600)) {
+      *error = Unprocessable("wait", "wait: must be a number of seconds, 0 < wait <= 3600 (how long to hold the "
+                                     "connection for a person's approval)");
+      return false;
+    }
+    request->wait_s = w;
+  }
   if (it = doc.find("profile"); it != doc.end() && !it->is_null()) {
     if (!it->is_string() || it->get<std::string>().empty() || it->get<std::string>().size() > 64) {
       *error = Unprocessable("profile", "profile: must be a profile name (a non-empty string of at most 64 bytes)");
@@ -468,6 +477,8 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
       {"language", p.language},
       {"network", p.network},
       {"matplotlib", p.matplotlib},
+      {"approval", {{"policy", p.approval_policy}, {"rules", p.approval_rules},
+                    {"expires", p.approval_expires_s}, {"self_approve", p.approval_self}}},
       {"default", p.is_default},
   };
   if (!isolation.empty()) {
@@ -513,7 +524,7 @@ std::string AuditRecordToJson(const AuditRecord& a) {
   for (const Violation& v : a.violations) violations.push_back(ViolationObject(v));
   json j = {
       {"time", a.time},
-      {"type", "execution"},
+      {"type", a.type},
       {"request_id", a.request_id},
       {"route", a.route},
       {"client", {{"token", a.token_name.empty() ? json(nullptr) : json(a.token_name)},
@@ -533,6 +544,9 @@ std::string AuditRecordToJson(const AuditRecord& a) {
       {"usage", {{"cpu_ms", a.cpu_ms}, {"max_rss_kb", a.max_rss_kb}}},
   };
   if (!a.error.empty()) j["error"] = a.error;
+  if (!a.approval_id.empty()) j["approval_id"] = a.approval_id;
+  if (!a.requested_by.empty()) j["requested_by"] = a.requested_by;
+  if (!a.reason.empty()) j["reason"] = a.reason;
   return Dump(j);
 }
 

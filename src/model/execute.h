@@ -106,6 +106,9 @@ struct ExecuteRequest {
   // is line-buffered and output reaches the client as it is printed.
   bool stream_output = false;
   std::vector<InputFile> files;        // placed in the working directory before the run
+  // A request that needs a person's approval: how long to hold the connection
+  // for the decision and the run (0 < wait <= 3600; absent: answer 202 at once).
+  std::optional<double> wait_s;
 };
 
 // Parses a POST /execute or /v1/execute body. On failure fills `error`
@@ -215,6 +218,11 @@ struct ProfileView {
   std::string network;
   bool matplotlib = false;
   bool is_default = false;
+  // approval: never|always|on_findings, the rules that hold, seconds to expiry
+  std::string approval_policy = "never";
+  std::vector<std::string> approval_rules;
+  double approval_expires_s = 0;
+  bool approval_self = false;
 };
 
 // The fips shape {"name","description","allowed_imports","blocklist_entries",
@@ -272,6 +280,12 @@ struct AuditRecord {
   int64_t cpu_ms = 0;
   int64_t max_rss_kb = 0;
   std::string error;        // the error message for non-200 verdicts
+  // Approvals (docs/api.md): the approval this record is about, and for a
+  // decision the token that sent the request and the person's reason.
+  std::string type = "execution";  // "execution" | "approval"
+  std::string approval_id;
+  std::string requested_by;
+  std::string reason;
 };
 
 // A single line (no newline at the end), valid UTF-8.

@@ -146,6 +146,10 @@ struct Parsed {
   std::optional<int64_t> max_in, max_out, max_out_files;
   std::optional<double> session_idle, session_max_idle, session_ttl, session_max_ttl;
   std::optional<bool> matplotlib;
+  std::optional<ApprovalPolicy> approval_policy;
+  std::optional<std::vector<std::string>> approval_rules;
+  std::optional<double> approval_expires;
+  std::optional<bool> approval_self;
 };
 
 using KeyFn = std::function<Status(const std::string& path, const YAML::Node& value, int line)>;
@@ -369,7 +373,7 @@ class FileParser {
     RETURN_IF_ERROR(ForEachKey(
         root, 1, "",
         {"name", "description", "extends", "imports", "blocklist", "preimport", "resources",
-         "scan_stages", "audit", "language", "network", "files", "sessions", "matplotlib"},
+         "scan_stages", "audit", "language", "network", "files", "sessions", "matplotlib", "approval"},
         [&](const std::string& key, const YAML::Node& v, int line) -> Status {
           Note(key, v, line);
           if (key == "name") {
@@ -429,6 +433,8 @@ class FileParser {
             return ParseSessions(key, v, line);
           } else if (key == "matplotlib") {
             ASSIGN_OR_RETURN(p_.matplotlib, Bool(key, v, line));
+          } else if (key == "approval") {
+            return ParseApproval(key, v, line);
           }
           return Status::Ok();
         }));
@@ -663,6 +669,45 @@ class FileParser {
                       });
   }
 
+  Status ParseApproval(const std::string& key, const YAML::Node& v, int line) {
+    return ForEachKey(
+        v, line, key, {"policy", "rules", "expires", "self_approve"},
+        [&](const std::string& k, const YAML::Node& val, int l) -> Status {
+          Note(k, val, l);
+          if (k == "approval.policy") {
+            ASSIGN_OR_RETURN(std::string s, Text(k, val, l, "never, always or on_findings"));
+            if (s == "never") {
+              p_.approval_policy = ApprovalPolicy::kNever;
+            } else if (s == "always") {
+              p_.approval_policy = ApprovalPolicy::kAlways;
+            } else if (s == "on_findings") {
+              p_.approval_policy = ApprovalPolicy::kOnFindings;
+            } else {
+              return Err(val, l, k, Quote(s) + " is not a policy (use never, always or on_findings)");
+            }
+          } else if (k == "approval.rules") {
+            std::vector<std::string> rules;
+            RETURN_IF_ERROR(List(k, val, l, "analyzer rule ids", "a rule id", "[import-not-allowed, dunder]",
+                                 [&](const std::string& item_path, const std::string& text, const YAML::Node& item,
+                                     int item_line) -> Status {
+                                   bool ok = !text.empty() && text.size() <= 64;
+                                   for (char c : text) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
+                                   if (!ok) return Err(item, item_line, item_path, Quote(text) + " is not a rule id (like import-not-allowed)");
+                                   rules.push_back(text);
+                                   return Status::Ok();
+                                 }));
+            std::sort(rules.begin(), rules.end());
+            rules.erase(std::unique(rules.begin(), rules.end()), rules.end());
+            p_.approval_rules = std::move(rules);
+          } else if (k == "approval.expires") {
+            ASSIGN_OR_RETURN(p_.approval_expires, Seconds(k, val, l, 7.0 * 86400));
+          } else {
+            ASSIGN_OR_RETURN(p_.approval_self, Bool(k, val, l));
+          }
+          return Status::Ok();
+        });
+  }
+
   Status ParseFiles(const std::string& key, const YAML::Node& v, int line) {
     return ForEachKey(v, line, key, {"max_in_bytes", "max_out_bytes", "max_out_files"},
                       [&](const std::string& k, const YAML::Node& val, int l) -> Status {
@@ -790,6 +835,10 @@ StatusOr<Resolved> Resolve(const Resolved* parent, const Parsed& c) {
   Set(&p.sessions.ttl_s, c.session_ttl);
   Set(&p.sessions.max_ttl_s, c.session_max_ttl);
   Set(&p.matplotlib, c.matplotlib);
+  Set(&p.approval.policy, c.approval_policy);
+  Set(&p.approval.rules, c.approval_rules);
+  Set(&p.approval.expires_s, c.approval_expires);
+  Set(&p.approval.self_approve, c.approval_self);
 
   // Rules across keys.
   if (res.timeout_default_s > res.timeout_max_s) {

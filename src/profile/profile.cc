@@ -61,6 +61,19 @@ std::string_view AuditModeName(AuditMode mode) {
   return "?";
 }
 
+std::string_view ApprovalPolicyName(ApprovalPolicy policy) {
+  switch (policy) {
+    case ApprovalPolicy::kAlways: return "always";
+    case ApprovalPolicy::kOnFindings: return "on_findings";
+    case ApprovalPolicy::kNever: break;
+  }
+  return "never";
+}
+
+bool Approval::Holds(std::string_view rule) const {
+  return policy != ApprovalPolicy::kNever && std::binary_search(rules.begin(), rules.end(), rule);
+}
+
 std::string_view LanguageName(Language language) {
   switch (language) {
     case Language::kPython:

@@ -85,6 +85,22 @@ struct SessionLifetimes {
   double max_ttl_s = 0;           // the most a request may ask
 };
 
+// Human approval (docs/api.md, Approvals): whether a run of this profile waits
+// for a person. `never`: runs go ahead (the default). `always`: every request
+// that passes the analyzer waits. `on_findings`: a request waits when the
+// analyzer reports a finding whose rule is in `rules`; under either policy, a
+// finding of a listed rule that would reject the code holds it for a person
+// instead (all its rejecting findings must be listed, else it is rejected).
+enum class ApprovalPolicy { kNever, kAlways, kOnFindings };
+
+struct Approval {
+  ApprovalPolicy policy = ApprovalPolicy::kNever;
+  std::vector<std::string> rules;  // analyzer rule ids ("import-not-allowed"), sorted
+  double expires_s = 600;          // a pending request not decided by then is denied
+  bool self_approve = false;       // the token that sent it may approve it
+  bool Holds(std::string_view rule) const;
+};
+
 struct Profile {
   std::string name;         // [a-z0-9][a-z0-9_-]*, the file's stem
   std::string description;  // verbatim (a `>` scalar keeps its trailing newline)
@@ -106,6 +122,7 @@ struct Profile {
   FileLimits files;
   SessionLifetimes sessions;
   bool matplotlib = false;  // capture figures (Agg backend) as image/png results
+  Approval approval;
 
   // Whether `import module` is allowed: true when any_import, or when the
   // module or one of its parent packages is listed ("numpy" allows
@@ -122,6 +139,7 @@ std::optional<ScanStage> ScanStageFromName(std::string_view name);
 std::string_view AuditModeName(AuditMode mode);
 std::string_view LanguageName(Language language);  // "python"
 std::string_view NetworkName(Network network);     // "none"
+std::string_view ApprovalPolicyName(ApprovalPolicy policy);  // "never", "always", "on_findings"
 
 // Every loaded profile, by name, and which one a request without a `profile`
 // gets. Built by LoadProfiles / ParseProfiles (loader.h), never empty then.

@@ -259,7 +259,17 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
       }
     }
   }
-  if (!rejecting.empty()) {
+  // Approval: rejecting findings of rules the profile lists hold the request
+  // for a person instead; any other rejecting finding still rejects it.
+  const profile::Approval& approval = p->approval;
+  bool held = approval.policy == profile::ApprovalPolicy::kAlways;
+  bool all_held = !rejecting.empty();
+  for (const model::Violation& v : rejecting) all_held = all_held && approval.Holds(v.rule);
+  if (all_held) held = true;
+  if (approval.policy == profile::ApprovalPolicy::kOnFindings) {
+    for (const model::Violation& v : warnings) held = held || approval.Holds(v.rule);
+  }
+  if (!rejecting.empty() && !all_held) {
     out.verdict = Verdict::kRejected;
     out.error = model::ApiError{model::ErrorKind::kPolicy, "Code validation failed", ""};
     out.violations = std::move(rejecting);
@@ -270,6 +280,12 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   auto plan = std::make_unique<Plan>();
   plan->request_id = request_id;
   plan->profile_name = p->name;
+  if (held) {
+    // The person sees every finding, the held rejecting ones first.
+    out.violations = rejecting;
+    out.violations.insert(out.violations.end(), warnings.begin(), warnings.end());
+    warnings = out.violations;
+  }
   plan->warnings = std::move(warnings);
 
   model::RunnerConfig cfg;
@@ -316,6 +332,15 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   plan->options.output_cap = limits.output_bytes;
   plan->limits = std::move(limits);
   out.verdict = Verdict::kRun;
+  if (held) {
+    out.verdict = Verdict::kNeedsApproval;
+    out.code = req.code;
+    out.error = model::ApiError{model::ErrorKind::kForbidden,
+                                "profile " + p->name + " needs a person's approval for this code (approval policy " +
+                                    std::string(profile::ApprovalPolicyName(approval.policy)) +
+                                    "); send it to POST /v1/execute of airlock serve, which holds it for approval",
+                                ""};
+  }
   out.plan = std::move(plan);
   return out;
 }
@@ -531,6 +556,10 @@ model::ProfileView Service::View(const profile::Profile& p) const {
   v.network = std::string(profile::NetworkName(p.network));
   v.matplotlib = p.matplotlib;
   v.is_default = p.name == options_.profiles.default_name();
+  v.approval_policy = std::string(profile::ApprovalPolicyName(p.approval.policy));
+  v.approval_rules = p.approval.rules;
+  v.approval_expires_s = p.approval.expires_s;
+  v.approval_self = p.approval.self_approve;
   return v;
 }
 

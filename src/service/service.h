@@ -85,17 +85,22 @@ struct Plan {
   int64_t max_out_bytes = 0;
 };
 
-enum class Verdict { kRun, kRejected, kInvalid };
+// kNeedsApproval: the request passed (or only listed findings held it) and
+// the profile's approval policy makes it wait for a person: `plan` is ready
+// to start as is once approved, `violations` are the findings shown to the
+// person, `error` says why (surfaces that cannot hold a request refuse with it).
+enum class Verdict { kRun, kRejected, kInvalid, kNeedsApproval };
 
 struct Prepared {
   Verdict verdict = Verdict::kInvalid;
-  std::unique_ptr<Plan> plan;                // kRun
+  std::unique_ptr<Plan> plan;                // kRun, kNeedsApproval
   model::ApiError error;                     // kInvalid (and the message of kRejected)
-  std::vector<model::Violation> violations;  // kRejected: the findings that rejected the code
+  std::vector<model::Violation> violations;  // kRejected: the findings that rejected the code; kNeedsApproval: every finding
   // For the audit record, whatever the verdict.
   std::string profile_name;
   std::string code_sha256;
   int64_t code_bytes = 0;
+  std::string code;  // kNeedsApproval only: the code, to show the person deciding
 };
 
 // The result channel of one run, kept up to a cap. The runner protocol bounds

@@ -27,6 +27,32 @@ TEST(Authenticator, ParsesNamedAndBareTokens) {
   EXPECT_EQ(a->Check("Bearer ", ""), std::nullopt);
 }
 
+TEST(Authenticator, RolesRunByDefaultApproveWhenNamed) {
+  const std::string kC = "0a1b2c3d4e5f6a7b8c9d";
+  auto a = Authenticator::Parse(std::string("agent:") + kA + "\nalice:" + kB + ":approve\nbob:" + kC +
+                                    ":run+approve\n",
+                                "tokens");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto agent = a->Identify(std::string("Bearer ") + kA, "");
+  ASSERT_TRUE(agent);
+  EXPECT_EQ(agent->name, "agent");
+  EXPECT_TRUE(agent->run);
+  EXPECT_FALSE(agent->approve);
+  auto alice = a->Identify("", kB);  // the role suffix is not part of the token
+  ASSERT_TRUE(alice);
+  EXPECT_EQ(alice->name, "alice");
+  EXPECT_FALSE(alice->run);
+  EXPECT_TRUE(alice->approve);
+  EXPECT_FALSE(a->Identify("", kB + std::string(":approve")));
+  auto bob = a->Identify(std::string("Bearer ") + kC, "");
+  ASSERT_TRUE(bob);
+  EXPECT_TRUE(bob->run && bob->approve);
+  // A token with a colon of its own keeps working (the suffix must be a role word).
+  auto c = Authenticator::Parse(std::string("x:") + kA + ":notarole", "tokens");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->Check("", kA + std::string(":notarole")), "x");
+}
+
 TEST(Authenticator, CommaSeparatedAndErrors) {
   auto a = Authenticator::Parse(std::string("a:") + kA + ",b:" + kB, "AIRLOCK_TOKENS");
   ASSERT_TRUE(a.ok());

@@ -205,6 +205,29 @@ TEST_F(McpServerTest, BadArgumentsAndPolicyAreToolErrorsNotProtocolErrors) {
   EXPECT_EQ(r["result"]["structuredContent"]["violations"][0]["rule"], "import-not-allowed");
 }
 
+// A profile that holds requests for a person: stdio MCP has no one to ask and
+// no way to hold the call, so the code is refused as a tool error, never run.
+TEST(McpApprovalTest, HeldCodeIsAToolErrorNotARun) {
+  auto set = profile::ParseProfiles(
+      {{"minimal.yaml", kMinimal}, {"gated.yaml", "name: gated\nextends: minimal\napproval:\n  policy: always\n"}});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  isolation::HostSetup host;
+  service::ServiceOptions o;
+  o.profiles = std::move(*set);
+  o.host = &host;
+  auto svc = service::Service::Create(std::move(o));
+  ASSERT_TRUE(svc.ok()) << svc.status().ToString();
+  McpServer server(**svc, nullptr, McpOptions{"0.0.0-test", {}});
+  auto reply = server.Handle(
+      R"j({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"execute_python","arguments":{"code":"print(1)","profile":"gated"}}})j");
+  ASSERT_TRUE(reply.has_value());
+  json r = json::parse(*reply);
+  EXPECT_EQ(r["result"]["isError"], true);
+  const std::string text = r["result"]["content"][0]["text"].get<std::string>();
+  EXPECT_NE(text.find("needs a person's approval"), std::string::npos) << text;
+  EXPECT_EQ(text.find("could not run"), std::string::npos) << "refused before any run was tried: " << text;
+}
+
 TEST_F(McpServerTest, StdioSkipsAnOversizedLineAndGoesOn) {
   int in[2], out[2];
   ASSERT_EQ(pipe(in), 0);

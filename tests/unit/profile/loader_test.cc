@@ -200,7 +200,7 @@ TEST(ProfileErrorTest, UnknownKeyListsTheValidOnes) {
       Error("name: t\nimport:\n  allowed: [math]\n"),
       "profiles/t.yaml:2: import: unknown key (valid keys: name, description, extends, imports, "
       "blocklist, preimport, resources, scan_stages, audit, language, network, files, "
-      "sessions, matplotlib)");
+      "sessions, matplotlib, approval)");
   EXPECT_EQ(Error("sessions:\n  ttl: 0\n"),
             "profiles/t.yaml:2: sessions.ttl: '0' is out of range (more than 0, at most 31622400 seconds)");
   EXPECT_EQ(Error("sessions:\n  idle: 10m\n"),
@@ -580,6 +580,39 @@ TEST(DefaultProfilesDirTest, BuildTreeFallsBackToTheSourceTree) {
   // The test binary is not installed: there is no ../share/airlock/profiles
   // next to it, so the source tree's directory is used.
   EXPECT_EQ(DefaultProfilesDir(), AIRLOCK_TEST_PROFILES_DIR);
+}
+
+// --- approval (docs/api.md, Approvals) ---------------------------------------
+
+TEST(ApprovalProfileTest, DefaultsToNever) {
+  Profile p = Parse("name: t\n");
+  EXPECT_EQ(p.approval.policy, ApprovalPolicy::kNever);
+  EXPECT_FALSE(p.approval.Holds("import-not-allowed"));  // never holds anything
+}
+
+TEST(ApprovalProfileTest, ParsesAndInherits) {
+  Profile p = Parse(
+      "name: t\napproval:\n  policy: on_findings\n  rules: [dunder, import-not-allowed, dunder]\n"
+      "  expires: 90\n  self_approve: true\n");
+  EXPECT_EQ(p.approval.policy, ApprovalPolicy::kOnFindings);
+  EXPECT_EQ(p.approval.rules, (std::vector<std::string>{"dunder", "import-not-allowed"}));
+  EXPECT_DOUBLE_EQ(p.approval.expires_s, 90);
+  EXPECT_TRUE(p.approval.self_approve);
+  EXPECT_TRUE(p.approval.Holds("dunder"));
+  EXPECT_FALSE(p.approval.Holds("blocked-call"));
+  StatusOr<ProfileSet> set = ParseSet(
+      {{"base.yaml", kRoot}, {"gated.yaml", "extends: base\napproval:\n  policy: always\n"},
+       {"child.yaml", "extends: gated\n"}});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->Find("child")->approval.policy, ApprovalPolicy::kAlways);
+  EXPECT_EQ(set->Find("base")->approval.policy, ApprovalPolicy::kNever);
+}
+
+TEST(ApprovalProfileTest, BadValuesAreErrors) {
+  EXPECT_NE(Error("name: t\napproval:\n  policy: sometimes\n").find("is not a policy"), std::string::npos);
+  EXPECT_NE(Error("name: t\napproval:\n  rules: [\"Bad Rule\"]\n").find("is not a rule id"), std::string::npos);
+  EXPECT_NE(Error("name: t\napproval:\n  expires: 0\n").find("approval.expires"), std::string::npos);
+  EXPECT_NE(Error("name: t\napproval:\n  who: me\n").find("unknown key"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,346 @@
+// The airlock web console. Served from the binary (src/api/console/) under a
+// strict Content-Security-Policy: this file is the only script, nothing is
+// inline, and everything a run or a request produced is put into the page as
+// text (textContent) or as a data: URL of PNG bytes, never as HTML.
+//
+// The token the person gives is kept in sessionStorage (this tab only) and
+// sent in an Authorization header on every API call; no cookie is ever set,
+// so another site cannot make the browser act with it (no CSRF), and the
+// server's Host/Origin rules refuse what a rebinding page would send.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const TOKEN_KEY = "airlock-token";
+
+  function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+
+  function headers(extra) {
+    const h = Object.assign({}, extra || {});
+    const t = token();
+    if (t) h["Authorization"] = "Bearer " + t;
+    return h;
+  }
+
+  async function api(method, path, body, extraHeaders) {
+    const init = { method: method, headers: headers(extraHeaders), cache: "no-store", credentials: "omit" };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const res = await fetch(path, init);
+    let data = null;
+    const type = res.headers.get("Content-Type") || "";
+    if (type.indexOf("application/json") === 0) data = await res.json();
+    return { status: res.status, data: data, res: res };
+  }
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+
+  function errorText(r) {
+    if (r.data && r.data.error) return r.status + ": " + r.data.error;
+    return "HTTP " + r.status;
+  }
+
+  // ---- token ---------------------------------------------------------------
+
+  function showTokenState(text) { $("token-state").textContent = text; }
+
+  $("token-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const t = $("token").value.trim();
+    if (t) sessionStorage.setItem(TOKEN_KEY, t);
+    $("token").value = "";
+    refreshAll();
+  });
+  $("token-forget").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    showTokenState("no token");
+    refreshAll();
+  });
+
+  // ---- profiles ------------------------------------------------------------
+
+  async function loadProfiles() {
+    const r = await api("GET", "/v1/profiles");
+    if (r.status === 401) { showTokenState("a token is needed"); return false; }
+    if (r.status !== 200) { showTokenState(errorText(r)); return false; }
+    showTokenState(token() ? "token set (this tab only)" : "no token needed");
+    const sel = $("profile");
+    const keep = sel.value;
+    clear(sel);
+    for (const p of r.data.profiles) {
+      const o = el("option", p.name + (p.approval && p.approval.policy !== "never" ? " (approval: " + p.approval.policy + ")" : ""));
+      o.value = p.name;
+      sel.appendChild(o);
+    }
+    sel.value = keep || r.data.default;
+    return true;
+  }
+
+  // ---- running code --------------------------------------------------------
+
+  function resetOutput() {
+    for (const id of ["stdout", "stderr", "result", "report"]) $(id).textContent = "";
+    clear($("figures"));
+    clear($("files"));
+  }
+
+  function b64ToBytes(b64) {
+    const bin = atob(b64);
+    const out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+
+  // The final response of a run (/v1/execute's shape).
+  function showResponse(resp) {
+    $("stdout").textContent = resp.stdout || "";
+    $("stderr").textContent = resp.stderr || "";
+    let result = resp.result !== undefined && resp.result !== null ? String(resp.result) : "";
+    if (resp.error) result += (result ? "\n" : "") + resp.error.name + ": " + resp.error.value;
+    $("result").textContent = result;
+    const figs = $("figures");
+    clear(figs);
+    for (const r of resp.results || []) {
+      const png = r.data && r.data["image/png"];
+      if (typeof png === "string" && /^[A-Za-z0-9+/=\s]+$/.test(png)) {
+        const img = document.createElement("img");
+        img.alt = "figure";
+        img.className = "figure";
+        img.src = "data:image/png;base64," + png.replace(/\s/g, "");
+        figs.appendChild(img);
+      }
+    }
+    const files = $("files");
+    clear(files);
+    if ((resp.files || []).length) files.appendChild(el("h3", "Files"));
+    for (const f of resp.files || []) {
+      const a = el("a", f.path + " (" + f.size + " bytes)");
+      const bytes = b64ToBytes(f.content || "");  // returned files are always base64
+      a.href = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+      a.download = f.path.split("/").pop();
+      files.appendChild(a);
+      files.appendChild(el("br"));
+    }
+    const iso = resp.isolation || {};
+    // isolation: {layer: {enforced, detail}, mode, ...}: the layers that were in force.
+    const layers = Object.keys(iso).filter((k) => iso[k] && typeof iso[k] === "object" && "enforced" in iso[k])
+      .map((k) => k + (iso[k].enforced ? "" : " (NOT enforced)")).join(", ");
+    const usage = resp.usage || {};
+    $("report").textContent =
+      "exit " + resp.exit_code + (resp.kill_reason ? " (killed: " + resp.kill_reason + ")" : "") +
+      " · " + (resp.duration_ms !== undefined ? resp.duration_ms.toFixed(1) + " ms" : "") +
+      " · cpu " + usage.cpu_ms + " ms · max rss " + usage.max_rss_kb + " KiB" +
+      "\nprofile " + (resp.profile ? resp.profile.name : "") + " · mode " + (iso.mode || "") +
+      (layers ? "\nlayers " + layers : "") +
+      ((resp.warnings || []).length ? "\nwarnings " + resp.warnings.map((w) => w.rule).join(", ") : "");
+  }
+
+  async function run() {
+    resetOutput();
+    const state = $("run-state");
+    state.textContent = "running…";
+    $("run").disabled = true;
+    try {
+      const body = { code: $("code").value, profile: $("profile").value };
+      const t = parseFloat($("timeout").value);
+      if (t > 0) body.timeout = t;
+      const res = await fetch("/v1/execute", {
+        method: "POST", cache: "no-store", credentials: "omit",
+        headers: headers({ "Content-Type": "application/json", "Accept": "application/x-ndjson" }),
+        body: JSON.stringify(body),
+      });
+      const type = res.headers.get("Content-Type") || "";
+      if (res.status === 200 && type.indexOf("application/x-ndjson") === 0) {
+        await readStream(res);
+        state.textContent = "done";
+      } else {
+        const data = type.indexOf("application/json") === 0 ? await res.json() : null;
+        if (res.status === 202 && data) {
+          state.textContent = "held for approval (" + data.approval_id + "); waiting for a decision…";
+          await followApproval(data.approval_id, state);
+        } else if (res.status === 200 && data) {
+          showResponse(data);
+          state.textContent = "done";
+        } else {
+          state.textContent = errorText({ status: res.status, data: data });
+          if (data && data.violations) {
+            $("stderr").textContent = data.violations.map((v) => "line " + v.line + ": " + v.message + " [" + v.rule + "]").join("\n");
+          }
+        }
+      }
+    } catch (e) {
+      state.textContent = "failed: " + e;
+    } finally {
+      $("run").disabled = false;
+      refreshRuns();
+    }
+  }
+
+  // Output events as they come; the last event is the whole response.
+  async function readStream(res) {
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      buf += dec.decode(chunk.value, { stream: true });
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.trim()) continue;
+        const ev = JSON.parse(line);
+        if (ev.type === "stdout") $("stdout").textContent += ev.text;
+        else if (ev.type === "stderr") $("stderr").textContent += ev.text;
+        else if (ev.type === "end_of_execution") showResponse(ev);
+      }
+    }
+  }
+
+  async function followApproval(id, state) {
+    for (;;) {
+      await new Promise((ok) => setTimeout(ok, 1000));
+      const r = await api("GET", "/v1/approvals/" + encodeURIComponent(id));
+      if (r.status !== 200) { state.textContent = errorText(r); return; }
+      const a = r.data;
+      if (a.status === "ran" && a.result) { showResponse(a.result); state.textContent = "approved by " + a.decided_by + "; ran"; return; }
+      if (a.status === "denied" || a.status === "expired" || a.status === "failed") {
+        state.textContent = a.status + (a.error ? ": " + a.error : "");
+        return;
+      }
+      state.textContent = "held for approval (" + id + "): " + a.status;
+    }
+  }
+
+  $("run").addEventListener("click", run);
+  // Tab inserts four spaces in the editor (Shift+Tab still moves focus out).
+  $("code").addEventListener("keydown", (ev) => {
+    if (ev.key !== "Tab" || ev.shiftKey) return;
+    ev.preventDefault();
+    const t = ev.target;
+    const s = t.selectionStart;
+    t.value = t.value.slice(0, s) + "    " + t.value.slice(t.selectionEnd);
+    t.selectionStart = t.selectionEnd = s + 4;
+  });
+
+  // ---- approvals -----------------------------------------------------------
+
+  async function refreshApprovals() {
+    const r = await api("GET", "/v1/approvals");
+    const box = $("approvals");
+    const state = $("approvals-state");
+    if (r.status !== 200) {
+      clear(box);
+      state.textContent = r.status === 403 ? "this token may not approve" : errorText(r);
+      return;
+    }
+    const list = r.data.approvals;
+    state.textContent = list.length ? list.length + " waiting (refreshed every 2 s)" : "nothing waiting";
+    // Keep cards being typed into; drop decided ones; add new ones.
+    const ids = new Set(list.map((a) => a.approval_id));
+    for (const card of Array.from(box.children)) {
+      if (!ids.has(card.dataset.id)) box.removeChild(card);
+    }
+    for (const a of list) {
+      if (box.querySelector('[data-id="' + CSS.escape(a.approval_id) + '"]')) continue;
+      box.appendChild(approvalCard(a));
+    }
+  }
+
+  function approvalCard(a) {
+    const card = el("div", null, "approval");
+    card.dataset.id = a.approval_id;
+    card.appendChild(el("div", a.approval_id + " · profile " + a.profile + " · from " + (a.requested_by || "(no token)") +
+                        " · expires " + a.expires_at));
+    card.appendChild(el("div", "code sha256 " + a.code_sha256, "muted"));
+    for (const f of a.findings) card.appendChild(el("div", "line " + f.line + ": " + f.message + " [" + f.rule + "]", "finding"));
+    card.appendChild(el("pre", a.code, "code"));
+    const reason = el("input");
+    reason.placeholder = "reason (optional)";
+    reason.className = "reason";
+    card.appendChild(reason);
+    for (const decision of ["approve", "deny"]) {
+      const b = el("button", decision === "approve" ? "Approve" : "Deny", decision);
+      b.type = "button";
+      b.addEventListener("click", () => decide(a, decision, reason.value, card));
+      card.appendChild(b);
+    }
+    return card;
+  }
+
+  async function decide(a, decision, reason, card) {
+    // The decision names the code it was made on: the server refuses it if
+    // the held code is not this one.
+    const body = { decision: decision, code_sha256: a.code_sha256 };
+    if (reason) body.reason = reason;
+    const r = await api("POST", "/v1/approvals/" + encodeURIComponent(a.approval_id), body);
+    const line = el("div", null, "decision");
+    line.dataset.id = a.approval_id;
+    $("decisions").prepend(line);
+    if (r.status !== 200) {
+      line.textContent = a.approval_id + ": " + errorText(r);
+      return;
+    }
+    if (card.parentNode) card.parentNode.removeChild(card);
+    refreshApprovals();
+    line.textContent = a.approval_id + ": " + r.data.status;
+    line.classList.add(r.data.status);
+    if (r.data.status === "approved") {
+      for (let i = 0; i < 120; i++) {
+        await new Promise((ok) => setTimeout(ok, 500));
+        const g = await api("GET", "/v1/approvals/" + encodeURIComponent(a.approval_id));
+        if (g.status !== 200) break;
+        if (g.data.status === "ran" || g.data.status === "failed") {
+          line.className = "decision " + g.data.status;
+          line.textContent = a.approval_id + ": " + g.data.status +
+            (g.data.result ? " · exit " + g.data.result.exit_code + " · stdout: " + g.data.result.stdout : "") +
+            (g.data.error ? " · " + g.data.error : "");
+          break;
+        }
+      }
+      refreshRuns();
+    }
+  }
+
+  $("approvals-refresh").addEventListener("click", refreshApprovals);
+
+  // ---- recent runs ---------------------------------------------------------
+
+  async function refreshRuns() {
+    const r = await api("GET", "/v1/runs");
+    const body = $("runs").tBodies[0];
+    if (r.status !== 200) { $("runs-state").textContent = errorText(r); return; }
+    $("runs-state").textContent = r.data.runs.length + " most recent (kept in the server's memory)";
+    clear(body);
+    for (const rec of r.data.runs) {
+      const tr = el("tr");
+      tr.className = "verdict-" + rec.verdict;
+      const cells = [rec.time, rec.client && rec.client.token, rec.route, rec.profile, rec.verdict, rec.http_status,
+                     rec.exit_code, rec.run_ms ? rec.run_ms.toFixed(1) : "", (rec.code_sha256 || "").slice(0, 12)];
+      cells.forEach((c, i) => tr.appendChild(el("td", c === null || c === undefined ? "" : c, i === 8 ? "sha" : "")));
+      body.appendChild(tr);
+    }
+  }
+
+  $("runs-refresh").addEventListener("click", refreshRuns);
+
+  async function refreshAll() {
+    if (await loadProfiles()) {
+      refreshApprovals();
+      refreshRuns();
+    }
+  }
+
+  refreshAll();
+  setInterval(() => { if (document.visibilityState === "visible") { refreshApprovals(); refreshRuns(); } }, 2000);
+})();

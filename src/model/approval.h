@@ -1,0 +1,50 @@
+// Approvals (docs/api.md, "Approvals"): the JSON of a request held for a
+// person's decision, and the parsing of that decision. Plain data; the store
+// and the routes are api/approvals.h.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/execute.h"
+
+namespace airlock::model {
+
+struct ApprovalView {
+  std::string id;          // "apr_..."
+  std::string status;      // pending | approved | running | ran | failed | denied | expired
+  std::string request_id;  // the request that was held
+  std::string profile;
+  std::string code;        // shown in full to approvers
+  std::string code_sha256;
+  int64_t code_bytes = 0;
+  std::vector<Violation> findings;
+  std::string requested_by;  // token name ("" without tokens)
+  std::string created_at, expires_at, decided_at;  // RFC 3339 ("" when not yet)
+  std::string decided_by;
+  std::string reason;
+  std::string error;        // why a run could not start (status failed)
+  std::string result_json;  // the run's V1ExecuteToJson once ran ("" before)
+  bool result_dropped = false;  // ran, but the result is no longer kept
+};
+
+// {"approval_id","status","code_sha256","findings","expires_at",...}; `code`
+// and the result only when asked (a list shows the code, a 202 does not echo it).
+std::string ApprovalToJson(const ApprovalView& a, bool with_code, bool with_result);
+// {"approvals":[...]} with code.
+std::string ApprovalListToJson(const std::vector<ApprovalView>& list);
+
+struct ApprovalDecision {
+  bool approve = false;
+  std::string reason;                      // at most 1024 bytes
+  std::optional<std::string> code_sha256;  // when given, must be the held code's
+};
+// POST /v1/approvals/{id}: {"decision":"approve"|"deny","reason"?,"code_sha256"?}.
+bool ParseApprovalDecision(std::string_view body, size_t max_depth, ApprovalDecision* out, ApiError* error);
+
+// {"runs":[audit record objects...]} from AuditRecordToJson lines, newest first.
+std::string RecentRunsToJson(const std::vector<std::string>& record_lines);
+
+}  // namespace airlock::model

@@ -1,0 +1,248 @@
+"""The web console (issue 14, docs/console.md) in a real browser: headless Chromium driven by
+Selenium (Debian's chromium, chromium-driver, python3-selenium) against a real `airlock serve`.
+
+A person loads the page, gives a token, runs code and sees its output and a figure appear; run
+output that looks like HTML stays text; requests held for approval appear with their code and
+findings, one is approved (its result shows) and one denied; the recent runs list them. The page
+is served with a strict Content-Security-Policy and the API's Host/Origin rules, which the test
+checks over plain HTTP. Screenshots of each step are taken (AIRLOCK_UPDATE_SCREENSHOTS=1 keeps
+them as docs/console-*.png).
+
+Skips only when chromium or Selenium is missing and AIRLOCK_MUST_WORK is unset.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import unittest
+
+from airlock_server import SOURCE_DIR, AirlockServer, scaled
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    HAVE_SELENIUM = True
+except ImportError:
+    HAVE_SELENIUM = False
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+MUST_WORK = os.environ.get("AIRLOCK_MUST_WORK") == "1"
+# Screenshots go to the test's temp dir; AIRLOCK_UPDATE_SCREENSHOTS=1 writes docs/console-*.png.
+UPDATE_DOCS = os.environ.get("AIRLOCK_UPDATE_SCREENSHOTS") == "1"
+
+OPERATOR = "operator-token-0123456789abcdef"
+AGENT = "agent-token-0123456789abcdef00"
+
+server = None
+profiles = None
+tmp = None
+
+
+def setUpModule():
+    global server, profiles, tmp
+    if not (HAVE_SELENIUM and CHROMIUM and CHROMEDRIVER):
+        if MUST_WORK:
+            raise AssertionError("the console test needs chromium, chromium-driver and python3-selenium "
+                                 "(scripts/setup.sh installs them)")
+        raise unittest.SkipTest("chromium, chromium-driver or python3-selenium is not installed")
+    tmp = tempfile.mkdtemp(prefix="airlock-e2e-console-")
+    profiles = os.path.join(tmp, "profiles")
+    os.mkdir(profiles)
+    for name in os.listdir(os.path.join(SOURCE_DIR, "profiles")):
+        if name.endswith(".yaml"):
+            shutil.copy(os.path.join(SOURCE_DIR, "profiles", name), profiles)
+    with open(os.path.join(profiles, "gated.yaml"), "w") as f:
+        f.write("name: gated\nextends: minimal\napproval:\n  policy: always\n")
+    tokens = os.path.join(tmp, "tokens")
+    with open(tokens, "w") as f:
+        f.write(f"operator:{OPERATOR}:run+approve\nagent:{AGENT}\n")
+    os.chmod(tokens, 0o600)
+    server = AirlockServer(extra_args=["--tokens-file", tokens], profiles_dir=profiles).start()
+
+
+def tearDownModule():
+    if server:
+        server.cleanup()
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def browser():
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1400,1100", "--no-first-run", "--disable-extensions"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+class ConsoleInBrowser(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.driver = browser()
+        cls.base = f"http://127.0.0.1:{server.port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.driver.quit()
+
+    def wait(self, predicate, timeout=60, what="the page"):
+        return WebDriverWait(self.driver, scaled(timeout), poll_frequency=0.1).until(
+            lambda d: predicate(d), message=f"waited for {what}")
+
+    def shot(self, name):
+        where = os.path.join(SOURCE_DIR, "docs") if UPDATE_DOCS else tmp
+        self.assertTrue(self.driver.save_screenshot(os.path.join(where, f"console-{name}.png")))
+
+    def set_code(self, code):
+        area = self.driver.find_element(By.ID, "code")
+        self.driver.execute_script("arguments[0].value = arguments[1];", area, code)
+
+    def run_code(self, code, profile):
+        Select(self.driver.find_element(By.ID, "profile")).select_by_value(profile)
+        # The cold path imports matplotlib afresh (seconds under load): the profile's ceiling.
+        timeout = self.driver.find_element(By.ID, "timeout")
+        timeout.clear()
+        timeout.send_keys("30")
+        self.set_code(code)
+        self.driver.find_element(By.ID, "run").click()
+        self.wait(lambda d: d.find_element(By.ID, "run-state").text in ("done",) or
+                  d.find_element(By.ID, "run-state").text.startswith(("4", "5", "failed")), what="the run to end")
+
+    def csp_violations(self):
+        return [e for e in self.driver.get_log("browser") if "Content Security Policy" in e.get("message", "")]
+
+    def test_console_end_to_end(self):
+        d = self.driver
+        # 1. The page loads without a token and asks for one.
+        d.get(self.base + "/")  # redirects to /console
+        self.assertTrue(d.current_url.endswith("/console"), d.current_url)
+        self.wait(lambda d: "token is needed" in d.find_element(By.ID, "token-state").text, what="the token prompt")
+        self.shot("1-token")
+        d.find_element(By.ID, "token").send_keys(OPERATOR)
+        d.find_element(By.ID, "token-save").click()
+        self.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#profile option[value=visualization]")) == 1,
+                  what="the profiles")
+        # The token is kept for the tab only (sessionStorage), never in a cookie.
+        self.assertEqual(d.execute_script("return sessionStorage.getItem('airlock-token')"), OPERATOR)
+        self.assertEqual(d.get_cookies(), [])
+
+        # 2. Run code: streamed output, a figure.
+        self.run_code("import matplotlib.pyplot as plt\nprint('hello from the console')\n"
+                      "plt.plot([1, 3, 2, 4])\nplt.title('airlock')\nplt.show()\n", "visualization")
+        self.assertEqual(d.find_element(By.ID, "stdout").text, "hello from the console",
+                         d.find_element(By.ID, "report").text)
+        imgs = d.find_elements(By.CSS_SELECTOR, "#figures img")
+        self.assertEqual(len(imgs), 1, d.find_element(By.ID, "report").text)
+        self.assertTrue(imgs[0].get_attribute("src").startswith("data:image/png;base64,"))
+        self.wait(lambda d: d.execute_script("return arguments[0].naturalWidth", imgs[0]) > 100, what="the figure")
+        self.assertIn("exit 0", d.find_element(By.ID, "report").text)
+        self.shot("2-run")
+
+        # 3. Output that looks like HTML stays text.
+        self.run_code("print('<img src=x id=pwned onerror=\"document.title=1\"><b id=bold>b</b>')\n", "minimal")
+        self.assertIn("<img src=x id=pwned", d.find_element(By.ID, "stdout").text)
+        self.assertEqual(d.find_elements(By.ID, "pwned"), [])
+        self.assertEqual(d.find_elements(By.ID, "bold"), [])
+
+        # 4. Two requests held for approval, from the agent.
+        ids = {}
+        for key in ("approve-me", "deny-me"):
+            status, _, data = server.post_json("/v1/execute", {"code": f"print('{key}')\n", "profile": "gated"},
+                                               headers={"Authorization": f"Bearer {AGENT}"})
+            self.assertEqual(status, 202, data)
+            ids[key] = json.loads(data)["approval_id"]
+        d.find_element(By.ID, "approvals-refresh").click()
+        for aid in ids.values():
+            self.wait(lambda d, aid=aid: d.find_elements(By.CSS_SELECTOR, f'.approval[data-id="{aid}"]'),
+                      what=f"approval {aid}")
+        card = d.find_element(By.CSS_SELECTOR, f'.approval[data-id="{ids["approve-me"]}"]')
+        self.assertIn("print('approve-me')", card.find_element(By.CSS_SELECTOR, "pre").text)
+        self.assertIn("from agent", card.text)
+        self.shot("3-approvals")
+        card.find_element(By.CSS_SELECTOR, "button.approve").click()
+        self.wait(lambda d: "ran" in self.decision_text(ids["approve-me"]), what="the approved run's result")
+        self.assertIn("stdout: approve-me", self.decision_text(ids["approve-me"]))
+        card = d.find_element(By.CSS_SELECTOR, f'.approval[data-id="{ids["deny-me"]}"]')
+        card.find_element(By.CSS_SELECTOR, "input.reason").send_keys("not needed")
+        card.find_element(By.CSS_SELECTOR, "button.deny").click()
+        self.wait(lambda d: "denied" in self.decision_text(ids["deny-me"]), what="the denial")
+        # The server agrees: one ran (decided by the operator), one was refused.
+        status, _, data = server.request("GET", f"/v1/approvals/{ids['approve-me']}",
+                                         headers={"Authorization": f"Bearer {AGENT}"})
+        got = json.loads(data)
+        self.assertEqual((got["status"], got["decided_by"], got["result"]["stdout"]), ("ran", "operator", "approve-me\n"))
+        status, _, data = server.request("GET", f"/v1/approvals/{ids['deny-me']}",
+                                         headers={"Authorization": f"Bearer {AGENT}"})
+        got = json.loads(data)
+        self.assertEqual((got["status"], got["reason"]), ("denied", "not needed"))
+        self.assertNotIn("result", got)
+
+        # 5. The recent runs list the runs and the decisions.
+        d.find_element(By.ID, "runs-refresh").click()
+        # The table is redrawn every 2 s: read it in one script call, not row by row.
+        verdicts_js = ("return Array.from(document.querySelectorAll('#runs tbody tr'))"
+                       ".map(r => r.children[4].textContent)")
+        self.wait(lambda d: "approved" in d.execute_script(verdicts_js), what="the recent runs")
+        verdicts = d.execute_script(verdicts_js)
+        for v in ("ran", "pending_approval", "approved", "denied"):
+            self.assertIn(v, verdicts)
+        self.shot("4-decided")
+        self.assertEqual(self.csp_violations(), [])
+
+    def decision_text(self, aid):
+        found = self.driver.find_elements(By.CSS_SELECTOR, f'.decision[data-id="{aid}"]')
+        return found[0].text if found else ""
+
+
+class ConsoleOverHttp(unittest.TestCase):
+    def test_strict_csp_and_no_inline_script(self):
+        status, headers, body = server.get("/console")
+        self.assertEqual(status, 200)
+        csp = headers["content-security-policy"]
+        for part in ("default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "connect-src 'self'"):
+            self.assertIn(part, csp)
+        self.assertNotIn("unsafe", csp)
+        self.assertEqual(headers["x-content-type-options"], "nosniff")
+        self.assertEqual(headers["x-frame-options"], "DENY")
+        html = body.decode()
+        self.assertNotIn("<script>", html)
+        self.assertNotRegex(html, r"\son[a-z]+\s*=")
+        for asset, ctype in (("/console/app.js", "text/javascript"), ("/console/app.css", "text/css")):
+            status, headers, _ = server.get(asset)
+            self.assertEqual(status, 200)
+            self.assertTrue(headers["content-type"].startswith(ctype))
+
+    def test_page_needs_no_token_but_the_api_does(self):
+        self.assertEqual(server.get("/console")[0], 200)
+        self.assertEqual(server.get("/v1/runs")[0], 401)
+        self.assertEqual(server.get("/v1/approvals")[0], 401)
+
+    def test_host_and_origin_rules_apply_to_the_console(self):
+        # DNS rebinding: a page served under another name is refused.
+        status, _, _ = server.request("GET", "/console", headers={"Host": "evil.example"})
+        self.assertEqual(status, 421)
+        # A cross-site page cannot call the API (no cookie exists to ride on, and the origin is refused).
+        status, _, _ = server.post_json("/v1/execute", {"code": "print(1)"},
+                                        headers={"Origin": "http://evil.example", "Authorization": f"Bearer {OPERATOR}"})
+        self.assertEqual(status, 403)
+
+    def test_recent_runs_are_filtered_for_run_only_tokens(self):
+        server.post_json("/v1/execute", {"code": "print('op')", "profile": "minimal"},
+                         headers={"Authorization": f"Bearer {OPERATOR}"})
+        status, _, data = server.request("GET", "/v1/runs", headers={"Authorization": f"Bearer {AGENT}"})
+        self.assertEqual(status, 200)
+        tokens = {r["client"]["token"] for r in json.loads(data)["runs"]}
+        self.assertLessEqual(tokens, {"agent"})
+        status, _, data = server.request("GET", "/v1/runs", headers={"Authorization": f"Bearer {OPERATOR}"})
+        self.assertIn("operator", {r["client"]["token"] for r in json.loads(data)["runs"]})
+
+
+if __name__ == "__main__":
+    unittest.main()
