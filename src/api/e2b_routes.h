@@ -72,8 +72,8 @@ struct E2bReply {
 
 struct E2bHooks {
   std::function<void(exec::Stream, std::string_view)> on_output;
-  // The execution is about to run in `session_id`, as its `execution_count`th.
-  std::function<void(const std::string& session_id, int64_t execution_count)> on_started;
+  // The execution is about to run in `session_id` (the stream may begin).
+  std::function<void(const std::string& session_id)> on_started;
 };
 
 struct E2bRouteOptions {
@@ -104,7 +104,6 @@ class E2bRoutes {
     std::string owner;
     std::string language = "python";
     std::string cwd = "/home/user";
-    int64_t executions = 0;
   };
 
   E2bReply Execute(const E2bRequest& rq, const E2bHooks& hooks);

@@ -989,7 +989,7 @@ void Session::OnSessionReply(RouteReply reply) {
 
 // An E2B request (api/e2b_routes.h), on a session-pool thread as session
 // routes are. POST /execute always streams (E2B's NDJSON lines): the response
-// begins when the call starts running, with number_of_executions; a refusal
+// begins when the call starts running; a refusal
 // before that is a plain answer (an error body, or for code the analyzer
 // rejected, the whole NDJSON answer with its error line).
 void Session::HandleE2b() {
@@ -1023,13 +1023,12 @@ void Session::HandleE2b() {
         if (auto es = events.lock()) es->Output(which == exec::Stream::kStdout ? "stdout" : "stderr", data);
       });
     };
-    hooks.on_started = [weak, &io](const std::string& session_id, int64_t count) {
-      net::post(io, [weak, session_id, count] {
+    hooks.on_started = [weak, &io](const std::string& session_id) {
+      net::post(io, [weak, session_id] {
         auto self = weak.lock();
         if (!self) return;
         self->req_.session_id = session_id;  // a client gone interrupts the call
         self->BeginStream();
-        if (self->req_.events) self->req_.events->Event("number_of_executions", model::E2bNumberOfExecutions(count));
       });
     };
   }

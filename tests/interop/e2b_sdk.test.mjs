@@ -248,6 +248,26 @@ test("malformed and oversized requests get clear errors, and the server lives on
   });
   assert.equal(r.status, 400);
   assert.match((await r.json()).message, /multipart/);
+  // The browser rules of the API hold on the E2B ports (a page cannot drive them).
+  r = await fetch("http://localhost:49983/files?path=x.txt", {
+    method: "POST", headers: { "Content-Type": "multipart/form-data; boundary=xyz", Origin: "http://evil.example" },
+    body: "--xyz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--xyz--\r\n",
+  });
+  assert.equal(r.status, 403);
+  r = await post("/execute", JSON.stringify({ code: "1" }), { "Content-Type": "application/json", Origin: "http://evil.example" });
+  assert.equal(r.status, 403);
+  r = await post("/execute", JSON.stringify({ code: "1" }), { "Content-Type": "text/plain" });
+  assert.equal(r.status, 415);
+  r = await new Promise((resolve, reject) => {
+    const s = net.connect(49999, "127.0.0.1", () => {
+      s.end("GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
+    });
+    let data = "";
+    s.on("data", (d) => { data += d; });
+    s.on("end", () => resolve({ status: Number(data.split(" ")[1]) }));
+    s.on("error", reject);
+  });
+  assert.equal(r.status, 421);
   r = await fetch("http://localhost:49983/health");
   assert.equal(r.status, 204);
   r = await fetch("http://localhost:49999/health");
@@ -268,4 +288,23 @@ test("the docs/agents.md snippet runs as written", async () => {
   assert.equal(exec.error, undefined, JSON.stringify(exec.error));
   assert.equal(exec.text, "40");
   assert.ok(exec.results[0].png, JSON.stringify(exec.results.map((r) => r.formats())));
+});
+
+test("an SDK timeout disconnects; the call is interrupted and the context lives on", async () => {
+  await k.runCode("kept = 'yes'");
+  await assert.rejects(k.runCode("while True:\n    pass", { timeoutMs: 1500 }), /timed out|timeout|abort/i);
+  // `general` gives a call 10 s by default: sooner than that, the disconnect interrupted it.
+  const t0 = Date.now();
+  let after;
+  for (let i = 0; i < 50; i++) {
+    try {
+      after = await k.runCode("kept");
+      break;
+    } catch (e) {
+      if (!/409/.test(String(e))) throw e;  // still stopping the interrupted call
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  assert.equal(after?.text, "'yes'");
+  assert.ok(Date.now() - t0 < 6000, `the next call ran ${Date.now() - t0} ms after the disconnect`);
 });
