@@ -37,9 +37,9 @@ function freePort() {
 
 // Starts `airlock serve` with `args`; resolves once GET /readyz is 200 and
 // the warm pool of `profile` (E2B contexts are sessions: warm runs) is full.
-async function startServer(profile, args) {
+async function startServer(profile, args, env = process.env) {
   const proc = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--profiles", profiles, "--audit-log", "",
-    ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    ...args], { stdio: ["ignore", "pipe", "pipe"], env });
   const server = { proc, stderr: "", base: null };
   servers.push(server);
   proc.stderr.on("data", (d) => { server.stderr += d.toString(); });
@@ -117,8 +117,9 @@ test("onStdout and onStderr stream lines while the code runs", async () => {
     },
   );
   assert.equal(exec.error, undefined, JSON.stringify(exec.error));
-  const lines = seen.map((s) => s.line).join("");
-  assert.match(lines, /first\n[\s\S]*oops\n[\s\S]*second\n/);
+  // In order within a stream (stdout and stderr are two pipes: no order between them).
+  assert.match(seen.filter((s) => !s.error).map((s) => s.line).join(""), /^first\n[\s\S]*second\n$/);
+  assert.equal(seen.filter((s) => s.error).map((s) => s.line).join(""), "oops\n");
   const first = seen.find((s) => s.line.includes("first"));
   const second = seen.find((s) => s.line.includes("second"));
   // Streamed: the first line arrived before the sleep ended, well before the last.
@@ -307,4 +308,26 @@ test("an SDK timeout disconnects; the call is interrupted and the context lives 
   }
   assert.equal(after?.text, "'yes'");
   assert.ok(Date.now() - t0 < 6000, `the next call ran ${Date.now() - t0} ms after the disconnect`);
+});
+
+test("with tokens, the E2B ports need one too (X-Access-Token, as E2B's clients send it)", async () => {
+  const token = "e2b-interop-token-0123456789abcdef";
+  const port = await freePort();
+  const envdPort = await freePort();
+  await startServer("minimal", ["--e2b-listen", `127.0.0.1:${port},${envdPort}`, "--pool-size", "1"],
+    { ...process.env, AIRLOCK_TOKENS: `tester:${token}` });
+  const body = JSON.stringify({ code: "6 * 7" });
+  let r = await fetch(`http://127.0.0.1:${port}/execute`, { method: "POST", headers: { "Content-Type": "application/json" }, body });
+  assert.equal(r.status, 401);
+  r = await fetch(`http://127.0.0.1:${envdPort}/files?path=a.txt`);
+  assert.equal(r.status, 401);
+  r = await fetch(`http://127.0.0.1:${port}/execute`, {
+    method: "POST", headers: { "Content-Type": "application/json", "X-Access-Token": "wrong-token-0123456789abcdef" }, body,
+  });
+  assert.equal(r.status, 401);
+  r = await fetch(`http://127.0.0.1:${port}/execute`, {
+    method: "POST", headers: { "Content-Type": "application/json", "X-Access-Token": token }, body,
+  });
+  assert.equal(r.status, 200);
+  assert.match(await r.text(), /"text":"42"/);
 });
