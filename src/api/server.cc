@@ -25,6 +25,7 @@
 #include "api/approvals.h"
 #include "api/console_routes.h"
 #include "api/recent_runs.h"
+#include "api/e2b_routes.h"
 #include "api/error_mapping.h"
 #include "api/event_stream.h"
 #include "api/metrics.h"
@@ -84,6 +85,9 @@ class Session;
 class RunDriver;
 class SessionCallDriver;
 
+// Which listener a connection came in on: the API, or one of the E2B ports.
+enum class Door { kApi, kE2bInterpreter, kE2bEnvd };
+
 // ---------------------------------------------------------------------------
 // Shared server state. Everything here is touched only on the event-loop
 // thread, except `svc` (thread-safe) and `metrics` (locked).
@@ -104,6 +108,11 @@ struct Server::Impl {
     ro.caps.max_code_bytes = opt.max_code_bytes;
     ro.max_file_bytes = opt.max_file_bytes;
     session_routes = std::make_unique<SessionRoutes>(*session_mgr, ro);
+    E2bRouteOptions eo;
+    eo.caps = ro.caps;
+    eo.profile = opt.e2b_profile;
+    eo.max_file_bytes = opt.max_file_bytes;
+    e2b_routes = std::make_unique<E2bRoutes>(*session_mgr, eo);
     session_pool = std::make_unique<net::thread_pool>(std::max<size_t>(2, opt.session_threads));
     mcp_routes = MakeMcpRoutes();
     ApprovalOptions ao;
@@ -159,6 +168,9 @@ struct Server::Impl {
   // (SessionCallDriver).
   std::unique_ptr<session::SessionManager> session_mgr;
   std::unique_ptr<SessionRoutes> session_routes;
+  // The E2B listener's routes and sockets (one per port and address).
+  std::unique_ptr<E2bRoutes> e2b_routes;
+  std::vector<std::pair<std::unique_ptr<tcp::acceptor>, Door>> e2b_acceptors;
   std::unique_ptr<net::thread_pool> session_pool;
   std::unique_ptr<McpRoutes> mcp_routes;
 
@@ -213,6 +225,8 @@ struct Server::Impl {
   }
 
   void Accept();
+  void AcceptE2b(tcp::acceptor& a, Door door);
+  Status ListenE2b();
   void Admit(const std::shared_ptr<Session>& s);
   void Dequeue(Session* s);
   void ReleaseSlot();
@@ -554,7 +568,8 @@ class SessionCallDriver : public std::enable_shared_from_this<SessionCallDriver>
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Server::Impl& s, tcp::socket socket) : s_(s), stream_(std::move(socket)) {
+  Session(Server::Impl& s, tcp::socket socket, Door door = Door::kApi)
+      : s_(s), stream_(std::move(socket)), door_(door) {
     error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -601,6 +616,7 @@ class Session : public std::enable_shared_from_this<Session> {
     bool may_run = true;
     bool may_approve = true;
     std::optional<double> wait_s;
+    bool e2b = false;            // on an E2B port (api/e2b_routes.h)
     std::string session_id;      // a session call's, for cancelling it
     bool keep_alive = true;
     Clock::time_point start;
@@ -638,6 +654,10 @@ class Session : public std::enable_shared_from_this<Session> {
     body_limit_ = s_.opt.max_body_bytes;
     if (req_.session_route && SessionRoutes::IsUpload(ToString(parser_->get().method_string()), path_)) {
       body_limit_ = static_cast<uint64_t>(s_.opt.max_file_bytes);
+    }
+    // An E2B upload is multipart: the file plus its part headers.
+    if (req_.e2b && E2bRoutes::IsUpload(ToString(parser_->get().method_string()), path_)) {
+      body_limit_ = static_cast<uint64_t>(s_.opt.max_file_bytes) + 64 * 1024;
     }
     parser_->body_limit(body_limit_);
     if (auto length = parser_->content_length(); length && *length > body_limit_) {
@@ -702,7 +722,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (size_t q = target.find('?'); q != std::string::npos) target.resize(q);
     path_ = target;
     req_.keep_alive = h.keep_alive() && !s_.draining;
-    if (path_ == "/execute" || path_ == "/v1/execute") {
+    if (door_ != Door::kApi) {
+      req_.e2b = true;
+      req_.route = E2bRoutes::RouteName(path_);
+    } else if (path_ == "/execute" || path_ == "/v1/execute") {
       req_.execute = true;
       req_.compat = path_ == "/execute";
       req_.route = path_;
@@ -744,6 +767,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void DriveSessionCall(std::unique_ptr<session::PendingCall> pending);
   void OnSessionReply(RouteReply reply);
   void HandleMcp();
+  void HandleE2b();
+  void OnE2bReply(E2bReply reply);
   void HandleExecute();
   void OnPrepared(service::Prepared p);
   void HoldForApproval(service::Prepared p);
@@ -756,6 +781,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void BeginStream();
   // `end_json`: the final object (the non-streaming response).
   void EndStream(const model::ExecuteResponse& resp, const std::string& end_json);
+  // The same with given final events and last line (E2B's shapes).
+  void EndStreamWith(const std::vector<model::StreamEvent>& final_events, const std::string& end_type,
+                     const std::string& end_line);
 
   // A run that ended (one-shot or a session's call): counted, and its outcome
   // put in the audit record.
@@ -852,6 +880,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string remote_;
   std::string path_;
   State state_ = State::kReading;
+  Door door_ = Door::kApi;
   Request req_;
   uint64_t watch_gen_ = 0;
   uint64_t body_limit_ = 0;  // this request's cap on its body (OnHeader)
@@ -863,7 +892,7 @@ class Session : public std::enable_shared_from_this<Session> {
 // after it, so a refused body is never read (only discarded, bounded).
 bool Session::ScreenHeaders() {
   const auto& h = parser_->get();
-  if (path_ == "/healthz" || path_ == "/readyz") return true;
+  if (!req_.e2b && (path_ == "/healthz" || path_ == "/readyz")) return true;
   const bool has_body = !parser_->is_done();
   auto refuse = [&](const model::ApiError& e, const char* verdict) {
     s_.metrics.CountRejected(RejectReason(e.kind));
@@ -877,7 +906,8 @@ bool Session::ScreenHeaders() {
   const http::verb method = h.method();
   if (auto refusal = s_.gate.Check(ToString(h.method_string()), ToString(h[http::field::host]), req_.origin,
                                    ToString(h[http::field::content_type]),
-                                   /*json_body=*/method == http::verb::post && has_body)) {
+                                   /*json_body=*/method == http::verb::post && has_body &&
+                                       !(req_.e2b && E2bRoutes::IsUpload("POST", path_)))) {
     model::ErrorKind kind = refusal->status == 421   ? model::ErrorKind::kMisdirected
                             : refusal->status == 415 ? model::ErrorKind::kUnsupportedMediaType
                                                      : model::ErrorKind::kForbidden;
@@ -894,7 +924,10 @@ bool Session::ScreenHeaders() {
   // token, then sends one (Authorization header, never a cookie) on its calls.
   if (req_.console) return true;
   if (s_.auth.enabled()) {
-    auto id = s_.auth.Identify(ToString(h[http::field::authorization]), ToString(h["X-API-Key"]));
+    // E2B's clients send their token as X-Access-Token.
+    std::string key = ToString(h["X-API-Key"]);
+    if (req_.e2b && key.empty()) key = ToString(h["X-Access-Token"]);
+    auto id = s_.auth.Identify(ToString(h[http::field::authorization]), key);
     if (!id) {
       return refuse({model::ErrorKind::kUnauthorized,
                      "missing or wrong token: send 'Authorization: Bearer <token>' or 'X-API-Key: <token>'", ""},
@@ -930,12 +963,13 @@ void Session::Handle() {
     ConsoleAsset a = ConsoleRoutes::Get(path_);
     return Send(a.status, std::move(a.body), a.content_type, a.headers);
   }
-  if ((req_.execute || req_.session_route || McpRoutes::Matches(path_)) && !req_.may_run) {
+  if ((req_.execute || req_.session_route || req_.e2b || McpRoutes::Matches(path_)) && !req_.may_run) {
     return FinishError({model::ErrorKind::kForbidden, "token '" + req_.audit.token_name +
                                                           "' may approve, not run code (its role in the tokens file)",
                         ""},
                        {});
   }
+  if (req_.e2b) return HandleE2b();
   if (req_.approval_route) {
     Caller caller{req_.audit.token_name, req_.may_run, req_.may_approve};
     RouteAnswer a = s_.approvals->Handle(ToString(h.method_string()), path_, parser_->release().body(), caller);
@@ -1259,6 +1293,98 @@ void Session::OnSessionReply(RouteReply reply) {
   Send(reply.status, std::move(reply.body), reply.content_type.c_str(), reply.headers);
 }
 
+// An E2B request (api/e2b_routes.h), on a session-pool thread as session
+// routes are. POST /execute always streams (E2B's NDJSON lines): the response
+// begins when the call starts running; a refusal
+// before that is a plain answer (an error body, or for code the analyzer
+// rejected, the whole NDJSON answer with its error line).
+void Session::HandleE2b() {
+  const auto& h = parser_->get();
+  E2bRequest rq;
+  rq.port = door_ == Door::kE2bEnvd ? E2bPort::kEnvd : E2bPort::kInterpreter;
+  rq.method = ToString(h.method_string());
+  rq.path = path_;
+  std::string target = ToString(h.target());
+  if (size_t q = target.find('?'); q != std::string::npos) rq.query = target.substr(q + 1);
+  rq.content_type = ToString(h[http::field::content_type]).substr(0, 1024);
+  rq.owner = req_.audit.token_name;
+  rq.request_id = req_.id;
+  rq.body = parser_->release().body();
+  const bool call = E2bRoutes::IsExecute(rq.method, rq.path);
+  if (call && s_.draining) {
+    return FinishError({model::ErrorKind::kUnavailable, "the server is shutting down; retry on another instance", ""},
+                       {});
+  }
+  E2bHooks hooks;
+  if (call) {
+    req_.execute = true;  // audited as a run
+    req_.audit.code_bytes = static_cast<int64_t>(rq.body.size());
+    req_.stream = model::StreamFormat::kNdjson;
+    MakeEventStream();
+    std::weak_ptr<Session> weak = weak_from_this();
+    std::weak_ptr<EventStream> events = req_.events;
+    net::io_context& io = *s_.io;
+    hooks.on_output = [events, &io](exec::Stream which, std::string_view bytes) {
+      net::post(io, [events, which, data = std::string(bytes)] {
+        if (auto es = events.lock()) es->Output(which == exec::Stream::kStdout ? "stdout" : "stderr", data);
+      });
+    };
+    hooks.on_started = [weak, &io](const std::string& session_id) {
+      net::post(io, [weak, session_id] {
+        auto self = weak.lock();
+        if (!self) return;
+        self->req_.session_id = session_id;  // a client gone interrupts the call
+        self->BeginStream();
+      });
+    };
+  }
+  state_ = State::kRunning;
+  if (call) WatchDisconnect();
+  net::post(*s_.session_pool, [self = shared_from_this(), rq = std::move(rq), hooks = std::move(hooks)]() {
+    E2bReply reply = self->s_.e2b_routes->Handle(rq, hooks);
+    net::post(*self->s_.io, [self, reply = std::move(reply)]() mutable { self->OnE2bReply(std::move(reply)); });
+  });
+}
+
+void Session::OnE2bReply(E2bReply reply) {
+  if (state_ == State::kClosed) return;
+  state_ = State::kHandling;
+  const bool streaming = req_.events && req_.events->started();
+  if (req_.events && (!streaming || req_.client_gone)) {
+    req_.events->Abort();
+    req_.events.reset();
+  }
+  if (reply.error) {
+    s_.metrics.CountRejected(RejectReason(reply.error->kind));
+    req_.audit.error = reply.error->message;
+    for (const auto& v : reply.violations) s_.metrics.CountPolicyRule(v.rule);
+    req_.audit.violations = reply.violations;
+  }
+  if (reply.call) {
+    const session::CallReply& c = *reply.call;
+    req_.audit.profile = c.profile;
+    req_.audit.code_sha256 = c.code_sha256;
+    req_.audit.code_bytes = c.code_bytes;
+    if (c.kind == session::CallReply::Kind::kRan) {
+      RecordRun(c.response.run);
+      Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
+    } else {
+      Audit(Verdict(c.error.kind), reply.status);
+    }
+  } else if (reply.execute && reply.error) {
+    Audit(Verdict(reply.error->kind), reply.status);
+  }
+  if (req_.client_gone) return Close();
+  if (req_.events) {
+    // Begun, then refused (cannot happen today: a call that began ran): say why on the stream.
+    if (reply.final_events.empty() && reply.error) {
+      reply.final_events.push_back({"error", model::E2bErrorEvent("SandboxError", reply.error->message, "")});
+    }
+    return EndStreamWith(reply.final_events, "end_of_execution", model::E2bEndOfExecution());
+  }
+  Send(reply.status, std::move(reply.body), reply.content_type.c_str(), reply.headers);
+}
+
 // A streamed response: the run's output goes to the writer as it is read
 // (Execution::on_output is called on this loop, or on a worker while the run
 // is finished; either way in order, before OnRunDone), and the response
@@ -1303,13 +1429,18 @@ void Session::PrepareStream() {
 // then end_of_execution (the non-streaming response object), and the
 // connection goes on (keep-alive) or closes as a plain response would.
 void Session::EndStream(const model::ExecuteResponse& resp, const std::string& end_json) {
+  EndStreamWith(model::FinalEvents(resp), "end_of_execution",
+                model::EndOfExecutionEvent(end_json, req_.events->StatsJson()));
+}
+
+void Session::EndStreamWith(const std::vector<model::StreamEvent>& final_events, const std::string& end_type,
+                            const std::string& end) {
   std::shared_ptr<EventStream> events = std::move(req_.events);
   s_.metrics.CountHttp(req_.route, 200);
   state_ = State::kWriting;
   events->FlushOutput();
-  for (const model::StreamEvent& e : model::FinalEvents(resp)) events->Event(e.type, e.json);
-  std::string end = model::EndOfExecutionEvent(end_json, events->StatsJson());
-  events->End("end_of_execution", end, [self = shared_from_this()](bool ok) {
+  for (const model::StreamEvent& e : final_events) events->Event(e.type, e.json);
+  events->End(end_type, end, [self = shared_from_this()](bool ok) {
     // The disconnect watch (a read wait on the socket) ends here, as in Send().
     ++self->watch_gen_;
     error_code ignored;
@@ -1379,11 +1510,14 @@ Server::Impl::~Impl() {
   session_pool->join();
   mcp_routes.reset();
   session_routes.reset();
+  e2b_routes.reset();
   session_mgr.reset();
   approvals.reset();  // its timers belong to the loop
   approved_queue.clear();
   error_code ignored;
   acceptor->close(ignored);
+  for (auto& [a, door] : e2b_acceptors) a->close(ignored);
+  e2b_acceptors.clear();
   signals->cancel(ignored);
   drain_timer.reset();
   hard_timer.reset();
@@ -1407,6 +1541,63 @@ void Server::Impl::Accept() {
     }
     if (!draining) Accept();
   });
+}
+
+void Server::Impl::AcceptE2b(tcp::acceptor& a, Door door) {
+  a.async_accept([this, &a, door](const error_code& ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == net::error::operation_aborted || !a.is_open()) return;
+      log::Warn("accept failed (E2B listener): " + ec.message());
+    } else if (sessions.size() >= opt.max_connections) {
+      error_code ignored;
+      socket.close(ignored);
+    } else {
+      std::make_shared<Session>(*this, std::move(socket), door)->Begin();
+    }
+    if (!draining) AcceptE2b(a, door);
+  });
+}
+
+// Binds the E2B ports (before the API's first line is printed, so that a
+// client that read it can call them). "localhost" is 127.0.0.1 and, when the
+// host has IPv6, ::1.
+Status Server::Impl::ListenE2b() {
+  if (opt.e2b_host.empty()) return Status::Ok();
+  std::vector<std::string> hosts;
+  if (opt.e2b_host == "localhost") {
+    hosts = {"127.0.0.1", "::1"};
+  } else {
+    hosts = {opt.e2b_host};
+  }
+  std::string shown;
+  for (auto [port, door] : {std::pair{opt.e2b_port, Door::kE2bInterpreter}, std::pair{opt.e2b_envd_port, Door::kE2bEnvd}}) {
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      error_code ec;
+      net::ip::address address = net::ip::make_address(hosts[i], ec);
+      if (ec) return InvalidArgument("--e2b-listen: '" + opt.e2b_host + "' is not an IP address or localhost");
+      auto a = std::make_unique<tcp::acceptor>(*io);
+      tcp::endpoint endpoint(address, port);
+      a->open(endpoint.protocol(), ec);
+      if (!ec && address.is_v6()) a->set_option(net::ip::v6_only(true), ec);
+      if (!ec) a->set_option(net::socket_base::reuse_address(true), ec);
+      if (!ec) a->bind(endpoint, ec);
+      if (!ec) a->listen(net::socket_base::max_listen_connections, ec);
+      if (ec) {
+        if (i > 0) continue;  // localhost's ::1 on a host without IPv6
+        return Unavailable("cannot listen on " + hosts[i] + ":" + std::to_string(port) + " (the E2B " +
+                           (door == Door::kE2bEnvd ? "envd" : "code interpreter") + " port): " + ec.message() +
+                           (ec == net::error::address_in_use ? " (another server, or a real E2B sandbox, is there)" : ""));
+      }
+      uint16_t bound = a->local_endpoint(ec).port();
+      shown += " " + (address.is_v6() ? "[" + address.to_string() + "]" : address.to_string()) + ":" +
+               std::to_string(bound) + (door == Door::kE2bEnvd ? " (envd)" : " (code interpreter)");
+      e2b_acceptors.emplace_back(std::move(a), door);
+    }
+  }
+  log::Info("E2B-compatible listener on" + shown +
+            (auth.enabled() ? "; tokens required (X-Access-Token, Authorization or X-API-Key)"
+                            : "; no tokens: every local client may run code"));
+  return Status::Ok();
 }
 
 void Server::Impl::Admit(const std::shared_ptr<Session>& s) {
@@ -1465,6 +1656,7 @@ void Server::Impl::BeginDrain() {
             std::to_string(queue.size()) + " queued; grace period " + grace + " s");
   error_code ignored;
   acceptor->close(ignored);
+  for (auto& [a, door] : e2b_acceptors) a->close(ignored);
   std::deque<std::shared_ptr<Session>> queued;
   queued.swap(queue);
   UpdateGauges();
@@ -1630,6 +1822,17 @@ Status Server::Run() {
   } else {
     local.push_back(address.to_string());
   }
+  if (!s.opt.e2b_host.empty()) {
+    if (!IsLoopback(s.opt.e2b_host) && !s.auth.enabled() && !s.opt.insecure) {
+      return InvalidArgument("--e2b-listen " + s.opt.e2b_host +
+                             " is reachable from other machines and no token is configured: anyone who can reach it "
+                             "could run code (the E2B SDKs send no credentials in debug mode). Keep it on localhost");
+    }
+    if (Status st = s.ListenE2b(); !st.ok()) return st;
+    // The SDKs send Host: localhost:49999; a wildcard E2B address answers
+    // to every local address as the API's does.
+    if (!IsLoopback(s.opt.e2b_host)) local.push_back(s.opt.e2b_host);
+  }
   auto gate = RequestGate::Create({s.opt.allowed_hosts, s.opt.allowed_origins}, std::move(local));
   if (!gate.ok()) return gate.status();
   s.gate = std::move(*gate);
@@ -1658,6 +1861,7 @@ Status Server::Run() {
   });
   s.SelfTest();
   s.Accept();
+  for (auto& [a, door] : s.e2b_acceptors) s.AcceptE2b(*a, door);
   s.io->run();
   // Sessions outlive the drain of one-shot runs (their calls are answered
   // until the loop stops); now they end, every process and cgroup with them.

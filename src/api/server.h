@@ -59,6 +59,13 @@ struct ServerOptions {
   size_t stream_queue_bytes = size_t{1} << 20;
   // Approvals (docs/api.md): requests held for a person at once; beyond: 429.
   size_t max_pending_approvals = 64;
+  // The E2B-compatible listener (api/e2b_routes.h; docs/api.md): off when
+  // e2b_host is empty. "localhost" listens on 127.0.0.1 and, when the host
+  // has it, ::1 (the SDKs call http://localhost:PORT).
+  std::string e2b_host;
+  uint16_t e2b_port = 49999;       // E2B's code interpreter (port 0: any free port)
+  uint16_t e2b_envd_port = 49983;  // E2B's envd
+  std::string e2b_profile;         // the profile of E2B contexts ("": the default)
 };
 
 // Whether `host` (an address literal or "localhost") is a loopback address.

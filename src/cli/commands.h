@@ -65,6 +65,10 @@ struct ServeFlags {
   double session_max_ttl_s = 86400;
   double session_interrupt_grace_s = 2;
   std::string max_file = "32M";        // one session file upload or download
+  // The E2B-compatible listener (docs/api.md, "E2B-compatible endpoint").
+  bool e2b = false;                    // listen on e2b_listen's ports
+  std::string e2b_listen;              // HOST[:CODE_PORT[,ENVD_PORT]]; implies e2b
+  std::string e2b_profile;             // "": the default profile
 };
 
 int ServeCommand(const ServeFlags& flags);

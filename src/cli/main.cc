@@ -113,6 +113,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.1, 600.0));
   serve_cmd->add_option("--max-file", serve.max_file, "Largest session file upload or download (then 413)")
       ->capture_default_str();
+  serve_cmd->add_flag("--e2b", serve.e2b,
+                      "Also serve the E2B SDKs' debug-mode API on localhost:49999 (code interpreter) and :49983 (envd)");
+  serve_cmd->add_option("--e2b-listen", serve.e2b_listen,
+                        "The E2B listener's address, HOST or HOST:CODE_PORT,ENVD_PORT (implies --e2b; default "
+                        "localhost:49999,49983)");
+  serve_cmd->add_option("--e2b-profile", serve.e2b_profile, "Profile of E2B contexts (default: --default-profile)");
 
   airlock::cli::McpFlags mcp;
   CLI::App* mcp_cmd = app.add_subcommand("mcp", "Serve MCP over stdio (for an agent host; docs/agents.md)");

@@ -52,6 +52,49 @@ bool ParseListen(const std::string& text, std::string* host, uint16_t* port, std
   return true;
 }
 
+// --e2b-listen: "" (localhost:49999,49983), "HOST", "HOST:CODE,ENVD",
+// "[v6]:CODE,ENVD". The SDKs' debug mode only calls localhost:49999 and
+// :49983; other ports are for tests and proxies.
+bool ParseE2bListen(const std::string& text, api::ServerOptions* o, std::string* error) {
+  o->e2b_host = "localhost";
+  if (text.empty()) return true;
+  std::string host = text, ports;
+  if (text[0] == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos) {
+      *error = "--e2b-listen '" + text + "': write an IPv6 address as [::1]:49999,49983";
+      return false;
+    }
+    host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') {
+        *error = "--e2b-listen '" + text + "': write an IPv6 address as [::1]:49999,49983";
+        return false;
+      }
+      ports = text.substr(close + 2);
+    }
+  } else if (size_t colon = text.find(':'); colon != std::string::npos) {
+    host = text.substr(0, colon);
+    ports = text.substr(colon + 1);
+  }
+  if (!host.empty()) o->e2b_host = host;
+  if (ports.empty()) return true;
+  size_t comma = ports.find(',');
+  auto port = [&](const std::string& p, uint16_t* out) {
+    char* end = nullptr;
+    long v = p.empty() ? -1 : std::strtol(p.c_str(), &end, 10);
+    if (p.empty() || *end != '\0' || v < 0 || v > 65535) return false;
+    *out = static_cast<uint16_t>(v);
+    return true;
+  };
+  if (comma == std::string::npos || !port(ports.substr(0, comma), &o->e2b_port) ||
+      !port(ports.substr(comma + 1), &o->e2b_envd_port)) {
+    *error = "--e2b-listen '" + text + "': give both ports, code interpreter then envd (e.g. localhost:49999,49983)";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int ServeCommand(const ServeFlags& flags) {
@@ -118,6 +161,13 @@ int ServeCommand(const ServeFlags& flags) {
     return 2;
   }
   options.stream_queue_bytes = static_cast<size_t>(stream_buffer);
+  if (flags.e2b || !flags.e2b_listen.empty()) {
+    if (!ParseE2bListen(flags.e2b_listen, &options, &error)) {
+      std::cerr << "airlock: " << error << "\n";
+      return 2;
+    }
+    options.e2b_profile = flags.e2b_profile;
+  }
 
   isolation::HostOptions host_options;
   if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error) ||

@@ -13,6 +13,7 @@
 
 #include "base/sandbox_path.h"
 #include "model/base64.h"
+#include "model/e2b.h"
 #include "model/execute.h"
 #include "model/mcp.h"
 #include "model/runner_protocol.h"
@@ -151,6 +152,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // 2b. The same bytes as an Accept header: never a crash, a known answer.
   StreamFormat format = NegotiateStreamFormat(input);
   Check(format == StreamFormat::kNone || format == StreamFormat::kNdjson || format == StreamFormat::kSse);
+
+  // 2c. The same bytes as E2B bodies (POST /execute, /contexts), a
+  // multipart upload and an E2B path: never a crash; what is accepted is
+  // within the caps, and a path that maps is one CheckSandboxPath accepts.
+  {
+    E2bExecuteRequest e2b;
+    if (ParseE2bExecuteRequest(input, caps, &e2b, &error)) {
+      Check(e2b.code.size() <= caps.max_code_bytes && !(e2b.context_id && e2b.language));
+    }
+    E2bContextRequest ctx;
+    (void)ParseE2bContextRequest(input, caps, &ctx, &error);
+    size_t cut = input.find('\n');
+    std::string_view ct = cut == std::string_view::npos ? std::string_view() : input.substr(0, cut);
+    std::string_view mp = cut == std::string_view::npos ? input : input.substr(cut + 1);
+    std::vector<MultipartPart> parts;
+    std::string why;
+    if (ParseMultipartFormData(ct, mp, 8, &parts, &why)) {
+      Check(parts.size() <= 8);
+      for (const auto& part : parts) {
+        Check(part.body.data() >= mp.data() && part.body.data() + part.body.size() <= mp.data() + mp.size());
+      }
+    } else {
+      Check(!why.empty());
+    }
+    std::string rel;
+    if (E2bPathToSandbox(input, &rel, &why)) Check(airlock::CheckSandboxPath(rel).ok());
+  }
 
   // 3. The same bytes as an MCP message (a stdio line or an HTTP body): never a
   // crash; whatever it is, the answer is one line of valid UTF-8 JSON.

@@ -6,8 +6,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 missing=""
 command -v node >/dev/null || missing="node is not installed"
-[ -n "$missing" ] || [ -d "$here/node_modules/@modelcontextprotocol/sdk" ] ||
-  missing="the pinned npm clients are not installed (cd tests/interop && npm ci)"
+for pkg in @modelcontextprotocol/sdk @e2b/code-interpreter; do
+  [ -n "$missing" ] || [ -d "$here/node_modules/$pkg" ] ||
+    missing="the pinned npm clients are not installed ($pkg; cd tests/interop && npm ci)"
+done
 if [ -n "$missing" ]; then
   echo "interop: $missing" >&2
   [ "${AIRLOCK_MUST_WORK:-}" = 1 ] && exit 1

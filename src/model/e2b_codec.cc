@@ -1,0 +1,348 @@
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+#include "base/sandbox_path.h"
+#include "model/e2b.h"
+#include "model/json_util.h"
+
+namespace airlock::model {
+namespace {
+
+using internal::Dump;
+using internal::json;
+
+constexpr std::string_view kHome = "/home/user";
+constexpr std::string_view kWorkdir = "/tmp";
+
+ApiError Unprocessable(std::string field, std::string message) {
+  return ApiError{ErrorKind::kUnprocessable, std::move(message), std::move(field)};
+}
+
+bool ParseObject(std::string_view body, const RequestCaps& caps, json* doc, ApiError* error) {
+  if (!IsValidUtf8(body)) {
+    *error = Unprocessable("", "request body: invalid UTF-8 (the body must be JSON text in UTF-8)");
+    return false;
+  }
+  if (internal::JsonDepth(body) > caps.max_depth) {
+    *error = Unprocessable("", "request body: JSON nested deeper than " + std::to_string(caps.max_depth) + " levels");
+    return false;
+  }
+  *doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc->is_discarded()) {
+    *error = Unprocessable("", "request body is not valid JSON");
+    return false;
+  }
+  if (!doc->is_object()) {
+    *error = Unprocessable("", "request body must be a JSON object");
+    return false;
+  }
+  return true;
+}
+
+// An optional string member (null and absent are the same).
+bool OptionalString(const json& doc, const char* field, std::optional<std::string>* out, ApiError* error) {
+  auto it = doc.find(field);
+  if (it == doc.end() || it->is_null()) return true;
+  if (!it->is_string()) {
+    *error = Unprocessable(field, std::string(field) + ": must be a string");
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+std::string WithType(std::string_view type, json j) {
+  json out = {{"type", std::string(type)}};
+  for (auto& [k, v] : j.items()) out[k] = std::move(v);
+  return Dump(out);
+}
+
+// The E2B field of a MIME type (template/server/api/models/result.py); "" for extra.
+const char* E2bField(std::string_view mime) {
+  static const std::pair<const char*, const char*> kFields[] = {
+      {"text/plain", "text"},        {"text/html", "html"},          {"text/markdown", "markdown"},
+      {"image/svg+xml", "svg"},      {"image/png", "png"},           {"image/jpeg", "jpeg"},
+      {"application/pdf", "pdf"},    {"text/latex", "latex"},        {"application/json", "json"},
+      {"application/javascript", "javascript"}, {"e2b/data", "data"}, {"e2b/chart", "chart"},
+  };
+  for (const auto& [m, f] : kFields) {
+    if (mime == m) return f;
+  }
+  return "";
+}
+
+// What a killed run is called on E2B's "error" line.
+const char* KillName(const std::string& reason) {
+  if (reason == "timeout") return "TimeoutError";
+  if (reason == "memory") return "MemoryError";
+  if (reason == "cancelled") return "ExecutionAborted";
+  return "SandboxLimitExceeded";
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool IEqualsPrefix(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The value of parameter `key` in a header value's `; key=value` list
+// (quoted or not); nullopt when absent.
+std::optional<std::string> HeaderParam(std::string_view value, std::string_view key) {
+  size_t pos = value.find(';');
+  while (pos != std::string_view::npos) {
+    std::string_view rest = Trim(value.substr(pos + 1));
+    size_t eq = rest.find('=');
+    if (eq == std::string_view::npos) return std::nullopt;
+    std::string_view name = Trim(rest.substr(0, eq));
+    std::string_view v = rest.substr(eq + 1);
+    std::string out;
+    size_t consumed = 0;
+    if (!v.empty() && v.front() == '"') {
+      size_t i = 1;
+      for (; i < v.size() && v[i] != '"'; ++i) {
+        if (v[i] == '\\' && i + 1 < v.size()) ++i;
+        out.push_back(v[i]);
+      }
+      if (i >= v.size()) return std::nullopt;  // unterminated quote
+      consumed = i + 1;
+    } else {
+      size_t semi = v.find(';');
+      out = std::string(Trim(v.substr(0, semi)));
+      consumed = semi == std::string_view::npos ? v.size() : semi;
+    }
+    if (name.size() == key.size() && IEqualsPrefix(name, key)) return out;
+    size_t next = v.substr(consumed).find(';');
+    if (next == std::string_view::npos) return std::nullopt;
+    pos = static_cast<size_t>((v.data() + consumed + next) - value.data());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string E2bNormalizeLanguage(std::string_view language) {
+  std::string l(language);
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (l.empty()) return "python";
+  if (l == "js") return "javascript";
+  if (l == "ts") return "typescript";
+  return l;
+}
+
+bool ParseE2bExecuteRequest(std::string_view body, const RequestCaps& caps, E2bExecuteRequest* request,
+                            ApiError* error) {
+  *request = E2bExecuteRequest();
+  json doc;
+  if (!ParseObject(body, caps, &doc, error)) return false;
+  auto code = doc.find("code");
+  if (code == doc.end() || !code->is_string()) {
+    *error = Unprocessable("code", "code: required, a string");
+    return false;
+  }
+  request->code = code->get<std::string>();
+  if (request->code.size() > caps.max_code_bytes) {
+    *error = {ErrorKind::kPayloadTooLarge,
+              "code is larger than this server's cap of " + std::to_string(caps.max_code_bytes) + " bytes", "code"};
+    return false;
+  }
+  if (!OptionalString(doc, "context_id", &request->context_id, error)) return false;
+  if (!OptionalString(doc, "language", &request->language, error)) return false;
+  if (request->context_id && request->language) {
+    *error = {ErrorKind::kBadRequest, "Only one of context_id or language can be provided", ""};
+    return false;
+  }
+  if (request->language) request->language = E2bNormalizeLanguage(*request->language);
+  if (auto env = doc.find("env_vars"); env != doc.end() && !env->is_null()) {
+    if (!env->is_object()) {
+      *error = Unprocessable("env_vars", "env_vars: must be an object of strings");
+      return false;
+    }
+    request->env_vars = env->size();
+  }
+  return true;
+}
+
+bool ParseE2bContextRequest(std::string_view body, const RequestCaps& caps, E2bContextRequest* request,
+                            ApiError* error) {
+  *request = E2bContextRequest();
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return true;
+  json doc;
+  if (!ParseObject(body, caps, &doc, error)) return false;
+  if (!OptionalString(doc, "language", &request->language, error)) return false;
+  if (!OptionalString(doc, "cwd", &request->cwd, error)) return false;
+  if (request->language) request->language = E2bNormalizeLanguage(*request->language);
+  return true;
+}
+
+std::string E2bContextToJson(const E2bContext& c) {
+  return Dump({{"id", c.id}, {"language", c.language}, {"cwd", c.cwd}});
+}
+
+std::string E2bContextListToJson(const std::vector<E2bContext>& contexts) {
+  json list = json::array();
+  for (const auto& c : contexts) list.push_back({{"id", c.id}, {"language", c.language}, {"cwd", c.cwd}});
+  return Dump(list);
+}
+
+std::string E2bNumberOfExecutions(int64_t count) {
+  return WithType("number_of_executions", {{"execution_count", count}});
+}
+
+std::vector<StreamEvent> E2bFinalEvents(const ExecuteResponse& r) {
+  std::vector<StreamEvent> out;
+  for (const DisplayResult& d : r.results) {
+    json data = json::parse(d.data_json, nullptr, /*allow_exceptions=*/false);
+    if (data.is_discarded() || !data.is_object()) data = json::object();
+    json line = json::object();
+    json extra = json::object();
+    for (auto& [mime, value] : data.items()) {
+      const char* field = E2bField(mime);
+      if (*field != '\0') {
+        line[field] = std::move(value);
+      } else {
+        extra[mime] = std::move(value);
+      }
+    }
+    line["extra"] = std::move(extra);
+    line["is_main_result"] = d.is_main_result;
+    out.push_back({"result", WithType("result", std::move(line))});
+  }
+  if (r.error) {
+    out.push_back({"error", E2bErrorEvent(r.error->name, r.error->value, r.error->traceback)});
+  } else if (r.run.kill_reason) {
+    // Killed by a limit: E2B's kernel would have said so as an error too.
+    out.push_back({"error", E2bErrorEvent(KillName(*r.run.kill_reason), r.run.kill_detail, "")});
+  }
+  return out;
+}
+
+std::string E2bErrorEvent(std::string_view name, std::string_view value, std::string_view traceback) {
+  return WithType("error",
+                  {{"name", std::string(name)}, {"value", std::string(value)}, {"traceback", std::string(traceback)}});
+}
+
+std::string E2bEndOfExecution() { return R"({"type":"end_of_execution"})"; }
+
+std::string E2bErrorBody(std::string_view message, int code) {
+  return Dump({{"message", std::string(message)}, {"code", code}});
+}
+
+std::string E2bWrittenFilesToJson(const std::vector<std::string>& paths) {
+  json list = json::array();
+  for (const auto& p : paths) {
+    size_t slash = p.rfind('/');
+    list.push_back({{"path", p}, {"name", slash == std::string::npos ? p : p.substr(slash + 1)}, {"type", "file"}});
+  }
+  return Dump(list);
+}
+
+bool E2bPathToSandbox(std::string_view p, std::string* relative, std::string* error) {
+  std::string_view rel = p;
+  if (!p.empty() && p.front() == '/') {
+    rel = std::string_view();
+    for (std::string_view root : {kHome, kWorkdir}) {
+      if (p.size() > root.size() + 1 && p.substr(0, root.size()) == root && p[root.size()] == '/') {
+        rel = p.substr(root.size() + 1);
+        break;
+      }
+    }
+    if (rel.empty()) {
+      *error = "path '" + EscapeSandboxPath(p.substr(0, 200)) +
+               "': only files under /home/user (the sandbox's working directory) can be reached";
+      return false;
+    }
+  }
+  if (Status s = CheckSandboxPath(rel); !s.ok()) {
+    *error = s.message();
+    return false;
+  }
+  *relative = std::string(rel);
+  return true;
+}
+
+std::string E2bPathFromSandbox(std::string_view relative) { return std::string(kHome) + "/" + std::string(relative); }
+
+bool ParseMultipartFormData(std::string_view content_type, std::string_view body, size_t max_parts,
+                            std::vector<MultipartPart>* parts, std::string* error) {
+  parts->clear();
+  if (!IEqualsPrefix(Trim(content_type), "multipart/form-data")) {
+    *error = "Content-Type must be multipart/form-data (field 'file') or application/octet-stream";
+    return false;
+  }
+  std::optional<std::string> boundary = HeaderParam(content_type, "boundary");
+  if (!boundary || boundary->empty() || boundary->size() > 70) {
+    *error = "multipart/form-data without a valid boundary parameter (1 to 70 characters)";
+    return false;
+  }
+  const std::string delim = "--" + *boundary;
+  const std::string next_delim = "\r\n" + delim;
+  // The first delimiter may be preceded by a preamble.
+  size_t pos;
+  if (body.substr(0, delim.size()) == delim) {
+    pos = delim.size();
+  } else {
+    size_t first = body.find(next_delim);
+    if (first == std::string_view::npos) {
+      *error = "multipart body without its boundary";
+      return false;
+    }
+    pos = first + next_delim.size();
+  }
+  while (true) {
+    // After a delimiter: "--" closes, CRLF opens a part.
+    if (body.substr(pos, 2) == "--") return true;
+    // Linear whitespace may follow a delimiter.
+    while (pos < body.size() && (body[pos] == ' ' || body[pos] == '\t')) ++pos;
+    if (body.substr(pos, 2) != "\r\n") {
+      *error = "malformed multipart body: a boundary is not followed by CRLF";
+      return false;
+    }
+    pos += 2;
+    size_t headers_end = body.find("\r\n\r\n", pos);
+    // A part with no header at all starts with the empty line directly.
+    bool no_headers = body.substr(pos, 2) == "\r\n";
+    if (no_headers) headers_end = pos - 2;
+    if (headers_end == std::string_view::npos || headers_end - pos > 8192) {
+      *error = "malformed multipart body: a part's headers do not end (or are over 8 KiB)";
+      return false;
+    }
+    if (parts->size() >= max_parts) {
+      *error = "multipart body with more than " + std::to_string(max_parts) + " parts";
+      return false;
+    }
+    MultipartPart part;
+    std::string_view headers = no_headers ? std::string_view() : body.substr(pos, headers_end - pos);
+    while (!headers.empty()) {
+      size_t eol = headers.find("\r\n");
+      std::string_view line = headers.substr(0, eol);
+      headers = eol == std::string_view::npos ? std::string_view() : headers.substr(eol + 2);
+      if (IEqualsPrefix(line, "content-disposition:")) {
+        std::string_view v = line.substr(20);
+        if (auto n = HeaderParam(v, "name")) part.name = *n;
+        if (auto f = HeaderParam(v, "filename")) part.filename = *f;
+      }
+    }
+    size_t data_start = headers_end + 4;
+    size_t end = body.find(next_delim, data_start);
+    if (end == std::string_view::npos) {
+      *error = "malformed multipart body: the closing boundary is missing";
+      return false;
+    }
+    part.body = body.substr(data_start, end - data_start);
+    parts->push_back(std::move(part));
+    pos = end + next_delim.size();
+  }
+}
+
+}  // namespace airlock::model

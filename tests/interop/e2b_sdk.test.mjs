@@ -1,0 +1,333 @@
+// The official E2B code-interpreter JS SDK (@e2b/code-interpreter), unmodified,
+// in debug mode (issue 12): `airlock serve --e2b` answers where the SDK then
+// calls, http://localhost:49999 (code interpreter) and :49983 (envd). The only
+// change an E2B user makes is the debug flag (E2B_DEBUG=true or debug: true).
+//
+// A second server, on free ports, runs E2B contexts in the `general` profile
+// (the analyzer only observes) so that escape attempts reach the kernel's
+// layers; the SDK reaches it through its own `sandboxUrl` option.
+//
+//   AIRLOCK_BINARY=build/src/cli/airlock node --test tests/interop/e2b_sdk.test.mjs
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import net from "node:net";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { Sandbox } from "@e2b/code-interpreter";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const binary = process.env.AIRLOCK_BINARY || join(here, "../../build/src/cli/airlock");
+const profiles = join(here, "../../profiles");
+
+const servers = [];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// Starts `airlock serve` with `args`; resolves once GET /readyz is 200 and
+// the warm pool of `profile` (E2B contexts are sessions: warm runs) is full.
+async function startServer(profile, args, env = process.env) {
+  const proc = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--profiles", profiles, "--audit-log", "",
+    ...args], { stdio: ["ignore", "pipe", "pipe"], env });
+  const server = { proc, stderr: "", base: null };
+  servers.push(server);
+  proc.stderr.on("data", (d) => { server.stderr += d.toString(); });
+  server.base = await new Promise((resolve, reject) => {
+    let out = "";
+    proc.stdout.on("data", (d) => {
+      out += d.toString();
+      const m = out.match(/listening on (http:\/\/\S+)/);
+      if (m) resolve(m[1]);
+    });
+    proc.once("exit", (code) => reject(new Error(`airlock serve exited ${code}: ${server.stderr}`)));
+  });
+  for (let i = 0; i < 1200; i++) {
+    try {
+      const r = await fetch(`${server.base}/readyz`);
+      const pool = r.status === 200 ? (await r.json()).pools?.[profile] : null;
+      if (pool && pool.ready >= pool.target) return server;
+    } catch { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`server not ready: ${server.stderr}`);
+}
+
+let sbx;          // debug mode, the default ports, profile visualization
+let k;            // the same SDK on the `general` server (sandboxUrl)
+let kernelBase;   // the `general` server's E2B URL
+let hostListener; // a TCP listener on the host the sandbox must not reach
+
+before(async () => {
+  assert.ok(existsSync(binary), `airlock binary not found at ${binary} (set AIRLOCK_BINARY)`);
+  await startServer("visualization", ["--e2b", "--default-profile", "visualization", "--pool-size", "2"]);
+  const port = await freePort();
+  const envdPort = await freePort();
+  await startServer("general", ["--e2b-listen", `127.0.0.1:${port},${envdPort}`, "--e2b-profile", "general", "--pool-size", "1"]);
+  kernelBase = `http://127.0.0.1:${port}`;
+  hostListener = net.createServer((s) => s.end("secret from the host\n"));
+  await new Promise((r) => hostListener.listen(0, "127.0.0.1", r));
+  sbx = await Sandbox.create({ debug: true });
+  k = await Sandbox.create({ debug: true, sandboxUrl: kernelBase });
+});
+
+after(async () => {
+  hostListener?.close();
+  for (const s of servers) {
+    s.proc.kill("SIGTERM");
+    await new Promise((r) => (s.proc.exitCode !== null ? r() : s.proc.once("exit", r)));
+  }
+});
+
+test("debug mode skips E2B's cloud: the sandbox is the debug one", () => {
+  assert.equal(sbx.sandboxId, "debug_sandbox_id");
+});
+
+test("runCode twice keeps state, counts executions and returns the last expression as text", async () => {
+  const a = await sbx.runCode("x = 21\nprint('set')");
+  assert.equal(a.error, undefined, JSON.stringify(a.error));
+  assert.deepEqual(a.logs.stdout, ["set\n"]);
+  const b = await sbx.runCode("x * 2");
+  assert.equal(b.error, undefined, JSON.stringify(b.error));
+  assert.equal(b.text, "42");
+  assert.equal(b.results.length, 1);
+  assert.equal(b.results[0].isMainResult, true);
+  assert.ok(b.executionCount > a.executionCount, `${a.executionCount} then ${b.executionCount}`);
+});
+
+// `general` allows time and sys (visualization's analyzer refuses them).
+test("onStdout and onStderr stream lines while the code runs", async () => {
+  const seen = [];
+  const t0 = Date.now();
+  const exec = await k.runCode(
+    "import time, sys\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('oops', file=sys.stderr)\nprint('second')",
+    {
+      onStdout: (m) => seen.push({ line: m.line, at: Date.now() - t0, error: m.error }),
+      onStderr: (m) => seen.push({ line: m.line, at: Date.now() - t0, error: m.error }),
+    },
+  );
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  // In order within a stream (stdout and stderr are two pipes: no order between them).
+  assert.match(seen.filter((s) => !s.error).map((s) => s.line).join(""), /^first\n[\s\S]*second\n$/);
+  assert.equal(seen.filter((s) => s.error).map((s) => s.line).join(""), "oops\n");
+  const first = seen.find((s) => s.line.includes("first"));
+  const second = seen.find((s) => s.line.includes("second"));
+  // Streamed: the first line arrived before the sleep ended, well before the last.
+  assert.ok(second.at - first.at >= 1000, `first at ${first.at} ms, second at ${second.at} ms`);
+  assert.equal(seen.find((s) => s.line.includes("oops")).error, true);
+});
+
+test("a matplotlib chart arrives as result.png", async () => {
+  const exec = await sbx.runCode(
+    "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('squares')\nplt.show()",
+  );
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  const png = exec.results.find((r) => r.png);
+  assert.ok(png, `no png result: ${JSON.stringify(exec.results.map((r) => r.formats()))}`);
+  const bytes = Buffer.from(png.png, "base64");
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  assert.equal(png.isMainResult, false);
+});
+
+test("an exception is execution.error with name, value and traceback", async () => {
+  const exec = await sbx.runCode("def f():\n    return 1 / 0\nf()");
+  assert.ok(exec.error, "no error");
+  assert.equal(exec.error.name, "ZeroDivisionError");
+  assert.equal(exec.error.value, "division by zero");
+  assert.match(exec.error.traceback, /line 2/);
+  let called = null;
+  await sbx.runCode("raise ValueError('bad input')", { onError: (e) => { called = e; } });
+  assert.equal(called?.name, "ValueError");
+});
+
+test("createCodeContext + runCode({context}) keeps its own state apart", async () => {
+  const ctx = await sbx.createCodeContext();
+  assert.match(ctx.id, /\S/);
+  assert.equal(ctx.language, "python");
+  assert.equal(ctx.cwd, "/home/user");
+  await sbx.runCode("y = 'in the context'", { context: ctx });
+  const inCtx = await sbx.runCode("y", { context: ctx });
+  assert.equal(inCtx.text, "'in the context'");
+  const outside = await sbx.runCode("y");
+  assert.equal(outside.error?.name, "NameError");
+  const listed = await sbx.listCodeContexts();
+  assert.ok(listed.some((c) => c.id === ctx.id), JSON.stringify(listed));
+  await sbx.restartCodeContext(ctx);
+  const fresh = await sbx.runCode("y", { context: ctx });
+  assert.equal(fresh.error?.name, "NameError");
+  await sbx.removeCodeContext(ctx);
+  await assert.rejects(sbx.runCode("1", { context: ctx }), /not found/i);
+});
+
+test("files.write then the code reads the file", async () => {
+  const info = await sbx.files.write("/home/user/data/input.csv", "a,b\n1,2\n3,4\n");
+  assert.equal(info.path, "/home/user/data/input.csv");
+  assert.equal(info.name, "input.csv");
+  const exec = await sbx.runCode("import pandas as pd\ndf = pd.read_csv('data/input.csv')\nint(df.b.sum())");
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  assert.equal(exec.text, "6");
+  const many = await sbx.files.write([{ path: "one.txt", data: "1" }, { path: "/home/user/two.txt", data: "2" }]);
+  assert.deepEqual(many.map((f) => f.path).sort(), ["/home/user/one.txt", "/home/user/two.txt"]);
+});
+
+test("code writes a file, then files.read returns it (text and bytes)", async () => {
+  const exec = await sbx.runCode("import pandas as pd\npd.DataFrame({'total': [42]}).to_csv('report.csv', index=False)");
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  assert.equal(await sbx.files.read("/home/user/report.csv"), "total\n42\n");
+  const bytes = await sbx.files.read("report.csv", { format: "bytes" });
+  assert.equal(Buffer.from(bytes).toString(), "total\n42\n");
+  await assert.rejects(sbx.files.read("/home/user/missing.txt"), /not found|no such/i);
+});
+
+test("files outside /home/user are refused, never read from the host", async () => {
+  await assert.rejects(sbx.files.read("/etc/passwd"), /home\/user/);
+  await assert.rejects(sbx.files.read("/home/user/../../etc/passwd"), /\.\.|path/i);
+  await assert.rejects(sbx.files.write("/etc/airlock-e2b-test", "x"), /home\/user/);
+  assert.equal(existsSync("/etc/airlock-e2b-test"), false);
+});
+
+// --- security through the E2B door ------------------------------------------
+
+test("a rejected import comes back as execution.error naming the violation", async () => {
+  const exec = await sbx.runCode("import socket\nsocket.socket()");
+  assert.ok(exec.error, "the import ran");
+  assert.equal(exec.error.name, "PolicyViolation");
+  assert.match(exec.error.value + exec.error.traceback, /socket/);
+  assert.match(exec.error.traceback, /line 1/);
+  assert.equal(exec.logs.stdout.length, 0);
+});
+
+test("escapes fail in the kernel's layers: /etc/shadow and a host listener", async () => {
+  const shadow = await k.runCode("open('/etc/shadow').read()");
+  assert.ok(shadow.error, `read /etc/shadow: ${JSON.stringify(shadow.results)}`);
+  assert.match(shadow.error.name, /FileNotFoundError|PermissionError/);
+  const port = hostListener.address().port;
+  const conn = await k.runCode(
+    `import socket\ns = socket.create_connection(('127.0.0.1', ${port}), timeout=3)\ns.recv(100)`,
+  );
+  assert.ok(conn.error, `connected to the host: ${JSON.stringify(conn.results)}`);
+  assert.match(conn.error.name, /ConnectionRefusedError|OSError|TimeoutError|PermissionError/);
+  // The same code in the sandbox's own loopback only: nothing of the host's.
+  assert.ok(!JSON.stringify(conn).includes("secret from the host"));
+});
+
+test("malformed and oversized requests get clear errors, and the server lives on", async () => {
+  const post = (path, body, headers = { "Content-Type": "application/json" }) =>
+    fetch(`http://localhost:49999${path}`, { method: "POST", headers, body });
+  let r = await post("/execute", "{\"code\": ");
+  assert.equal(r.status, 422);
+  assert.match((await r.json()).message, /not valid JSON/);
+  r = await post("/execute", "{\"code\": \"1\"}\n{\"code\": \"2\"}\n");
+  assert.equal(r.status, 422, "NDJSON lines are not one request");
+  r = await post("/execute", JSON.stringify({ code: 1 }));
+  assert.equal(r.status, 422);
+  assert.match((await r.json()).message, /code/);
+  r = await post("/execute", JSON.stringify({ code: "1", context_id: "x", language: "python" }));
+  assert.equal(r.status, 400);
+  assert.match((await r.json()).message, /Only one of context_id or language/);
+  r = await post("/execute", JSON.stringify({ code: "1", language: "r" }));
+  assert.equal(r.status, 400);
+  r = await post("/execute", JSON.stringify({ code: "1", env_vars: { A: "b" } }));
+  assert.equal(r.status, 400);
+  assert.match((await r.json()).message, /env_vars/);
+  r = await post("/execute", JSON.stringify({ code: "x".repeat(3 << 20) }));
+  assert.equal(r.status, 413);
+  r = await post("/execute", JSON.stringify({ code: "#".repeat((1 << 20) + 10) }));
+  assert.equal(r.status, 413);
+  r = await fetch("http://localhost:49983/files?path=a.txt", {
+    method: "POST", headers: { "Content-Type": "multipart/form-data; boundary=xyz" }, body: "--xyz\r\nbroken",
+  });
+  assert.equal(r.status, 400);
+  assert.match((await r.json()).message, /multipart/);
+  // The browser rules of the API hold on the E2B ports (a page cannot drive them).
+  r = await fetch("http://localhost:49983/files?path=x.txt", {
+    method: "POST", headers: { "Content-Type": "multipart/form-data; boundary=xyz", Origin: "http://evil.example" },
+    body: "--xyz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--xyz--\r\n",
+  });
+  assert.equal(r.status, 403);
+  r = await post("/execute", JSON.stringify({ code: "1" }), { "Content-Type": "application/json", Origin: "http://evil.example" });
+  assert.equal(r.status, 403);
+  r = await post("/execute", JSON.stringify({ code: "1" }), { "Content-Type": "text/plain" });
+  assert.equal(r.status, 415);
+  r = await new Promise((resolve, reject) => {
+    const s = net.connect(49999, "127.0.0.1", () => {
+      s.end("GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
+    });
+    let data = "";
+    s.on("data", (d) => { data += d; });
+    s.on("end", () => resolve({ status: Number(data.split(" ")[1]) }));
+    s.on("error", reject);
+  });
+  assert.equal(r.status, 421);
+  r = await fetch("http://localhost:49983/health");
+  assert.equal(r.status, 204);
+  r = await fetch("http://localhost:49999/health");
+  assert.equal(await r.json(), "OK");
+  const ok = await sbx.runCode("'still alive'");
+  assert.equal(ok.text, "'still alive'");
+});
+
+test("the docs/agents.md snippet runs as written", async () => {
+  await sbx.files.write('/home/user/sales.csv', 'month,total\n1,10\n2,30\n');
+  const out = [];
+  const exec = await sbx.runCode(
+    "import pandas as pd, matplotlib.pyplot as plt\n" +
+    "df = pd.read_csv('sales.csv'); df.plot(x='month', y='total'); plt.show()\n" +
+    "df.total.sum()",
+    { onStdout: (m) => out.push(m.line) },
+  );
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  assert.equal(exec.text, "40");
+  assert.ok(exec.results[0].png, JSON.stringify(exec.results.map((r) => r.formats())));
+});
+
+test("an SDK timeout disconnects; the call is interrupted and the context lives on", async () => {
+  await k.runCode("kept = 'yes'");
+  await assert.rejects(k.runCode("while True:\n    pass", { timeoutMs: 1500 }), /timed out|timeout|abort/i);
+  // `general` gives a call 10 s by default: sooner than that, the disconnect interrupted it.
+  const t0 = Date.now();
+  let after;
+  for (let i = 0; i < 50; i++) {
+    try {
+      after = await k.runCode("kept");
+      break;
+    } catch (e) {
+      if (!/409/.test(String(e))) throw e;  // still stopping the interrupted call
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  assert.equal(after?.text, "'yes'");
+  assert.ok(Date.now() - t0 < 6000, `the next call ran ${Date.now() - t0} ms after the disconnect`);
+});
+
+test("with tokens, the E2B ports need one too (X-Access-Token, as E2B's clients send it)", async () => {
+  const token = "e2b-interop-token-0123456789abcdef";
+  const port = await freePort();
+  const envdPort = await freePort();
+  await startServer("minimal", ["--e2b-listen", `127.0.0.1:${port},${envdPort}`, "--pool-size", "1"],
+    { ...process.env, AIRLOCK_TOKENS: `tester:${token}` });
+  const body = JSON.stringify({ code: "6 * 7" });
+  let r = await fetch(`http://127.0.0.1:${port}/execute`, { method: "POST", headers: { "Content-Type": "application/json" }, body });
+  assert.equal(r.status, 401);
+  r = await fetch(`http://127.0.0.1:${envdPort}/files?path=a.txt`);
+  assert.equal(r.status, 401);
+  r = await fetch(`http://127.0.0.1:${port}/execute`, {
+    method: "POST", headers: { "Content-Type": "application/json", "X-Access-Token": "wrong-token-0123456789abcdef" }, body,
+  });
+  assert.equal(r.status, 401);
+  r = await fetch(`http://127.0.0.1:${port}/execute`, {
+    method: "POST", headers: { "Content-Type": "application/json", "X-Access-Token": token }, body,
+  });
+  assert.equal(r.status, 200);
+  assert.match(await r.text(), /"text":"42"/);
+});

@@ -1,0 +1,161 @@
+// E2B's wire shapes (model/e2b.h): the execute and context bodies, the NDJSON
+// lines, the path mapping of /home/user, and the multipart parser the envd
+// upload goes through (untrusted input: every malformed form is refused).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/e2b.h"
+
+namespace airlock::model {
+namespace {
+
+using nlohmann::json;
+
+TEST(E2bExecuteRequest, ParsesTheSdkBody) {
+  E2bExecuteRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseE2bExecuteRequest(R"j({"code":"print(1)","context_id":"s1-x"})j", {}, &r, &e)) << e.message;
+  EXPECT_EQ(r.code, "print(1)");
+  EXPECT_EQ(r.context_id.value_or(""), "s1-x");
+  EXPECT_FALSE(r.language);
+  ASSERT_TRUE(ParseE2bExecuteRequest(R"j({"code":"1","language":"JS","env_vars":null})j", {}, &r, &e));
+  EXPECT_EQ(r.language.value_or(""), "javascript");
+  EXPECT_EQ(r.env_vars, 0u);
+  ASSERT_TRUE(ParseE2bExecuteRequest(R"j({"code":"1","env_vars":{"A":"b"}})j", {}, &r, &e));
+  EXPECT_EQ(r.env_vars, 1u);
+}
+
+TEST(E2bExecuteRequest, RefusesWhatE2bRefusesAndMalformedBodies) {
+  E2bExecuteRequest r;
+  ApiError e;
+  EXPECT_FALSE(ParseE2bExecuteRequest(R"j({"code":"1","context_id":"a","language":"python"})j", {}, &r, &e));
+  EXPECT_EQ(e.kind, ErrorKind::kBadRequest);
+  EXPECT_EQ(e.message, "Only one of context_id or language can be provided");
+  for (const char* bad : {"", "{", "[1]", R"j({"code":1})j", R"j({"nocode":"1"})j", R"j({"code":"1","language":3})j",
+                          "{\"code\":\"1\"}\n{\"code\":\"2\"}", "{\"code\":\"\xff\"}"}) {
+    EXPECT_FALSE(ParseE2bExecuteRequest(bad, {}, &r, &e)) << bad;
+    EXPECT_EQ(e.kind, ErrorKind::kUnprocessable) << bad;
+  }
+  RequestCaps caps;
+  caps.max_code_bytes = 4;
+  EXPECT_FALSE(ParseE2bExecuteRequest(R"j({"code":"12345"})j", caps, &r, &e));
+  EXPECT_EQ(e.kind, ErrorKind::kPayloadTooLarge);
+  caps = RequestCaps();
+  caps.max_depth = 3;
+  EXPECT_FALSE(ParseE2bExecuteRequest(R"j({"code":"1","env_vars":{"a":{"b":{"c":1}}}})j", caps, &r, &e));
+}
+
+TEST(E2bContext, ParsesAndRenders) {
+  E2bContextRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseE2bContextRequest("", {}, &r, &e));
+  EXPECT_FALSE(r.language);
+  ASSERT_TRUE(ParseE2bContextRequest(R"j({"language":"python","cwd":"/home/user"})j", {}, &r, &e));
+  EXPECT_EQ(r.cwd.value_or(""), "/home/user");
+  EXPECT_FALSE(ParseE2bContextRequest(R"j({"cwd":5})j", {}, &r, &e));
+  json c = json::parse(E2bContextToJson({"s1-a", "python", "/home/user"}));
+  EXPECT_EQ(c, json({{"id", "s1-a"}, {"language", "python"}, {"cwd", "/home/user"}}));
+  EXPECT_EQ(json::parse(E2bContextListToJson({})), json::array());
+}
+
+TEST(E2bLines, ResultsHaveE2bFieldsAtTopLevelAndErrorsTheirTriple) {
+  ExecuteResponse r;
+  r.results.push_back({false, R"j({"image/png":"iVBOR","text/plain":"<Figure>","application/x-foo":"f"})j", "<Figure>"});
+  r.results.push_back({true, R"j({"text/plain":"42"})j", "42"});
+  r.error = ErrorInfo{"ZeroDivisionError", "division by zero", "Traceback...\n"};
+  auto events = E2bFinalEvents(r);
+  ASSERT_EQ(events.size(), 3u);
+  json fig = json::parse(events[0].json);
+  EXPECT_EQ(fig["type"], "result");
+  EXPECT_EQ(fig["png"], "iVBOR");
+  EXPECT_EQ(fig["text"], "<Figure>");
+  EXPECT_EQ(fig["is_main_result"], false);
+  EXPECT_EQ(fig["extra"], json({{"application/x-foo", "f"}}));
+  EXPECT_FALSE(fig.contains("data"));
+  json main = json::parse(events[1].json);
+  EXPECT_EQ(main["text"], "42");
+  EXPECT_EQ(main["is_main_result"], true);
+  json err = json::parse(events[2].json);
+  EXPECT_EQ(err, json({{"type", "error"}, {"name", "ZeroDivisionError"}, {"value", "division by zero"},
+                       {"traceback", "Traceback...\n"}}));
+  EXPECT_EQ(json::parse(E2bNumberOfExecutions(3)), json({{"type", "number_of_executions"}, {"execution_count", 3}}));
+  EXPECT_EQ(json::parse(E2bEndOfExecution()), json({{"type", "end_of_execution"}}));
+}
+
+TEST(E2bLines, AKilledRunIsAnErrorLine) {
+  ExecuteResponse r;
+  r.run.kill_reason = "timeout";
+  r.run.kill_detail = "wall-clock timeout of 5 s";
+  auto events = E2bFinalEvents(r);
+  ASSERT_EQ(events.size(), 1u);
+  json err = json::parse(events[0].json);
+  EXPECT_EQ(err["name"], "TimeoutError");
+  EXPECT_EQ(err["value"], "wall-clock timeout of 5 s");
+}
+
+TEST(E2bPaths, HomeUserIsTheWorkingDirectoryAndNothingElseIsReached) {
+  std::string rel, why;
+  ASSERT_TRUE(E2bPathToSandbox("/home/user/data/in.csv", &rel, &why)) << why;
+  EXPECT_EQ(rel, "data/in.csv");
+  ASSERT_TRUE(E2bPathToSandbox("/tmp/x", &rel, &why));
+  EXPECT_EQ(rel, "x");
+  ASSERT_TRUE(E2bPathToSandbox("notes.txt", &rel, &why));
+  EXPECT_EQ(rel, "notes.txt");
+  for (const char* bad : {"/etc/passwd", "/home/user", "/home/user/", "/home/userx/a", "/home/user/../x",
+                          "../x", "/home/user/a/../../b", "", "/", "/tmp", "/home/user//a", "a/./b"}) {
+    EXPECT_FALSE(E2bPathToSandbox(bad, &rel, &why)) << bad;
+    EXPECT_FALSE(why.empty());
+  }
+  EXPECT_EQ(E2bPathFromSandbox("a/b.txt"), "/home/user/a/b.txt");
+}
+
+TEST(Multipart, ParsesTheSdkUpload) {
+  std::string body =
+      "--b0undary\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"/home/user/a.txt\"\r\n"
+      "Content-Type: application/octet-stream\r\n\r\n"
+      "line1\r\nline2\r\n"
+      "--b0undary\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"b.bin\"\r\n\r\n"
+      "Z\x01--b0undar\r\n"
+      "--b0undary--\r\n";
+  body[body.find('Z')] = '\0';  // a NUL byte in the file
+  std::vector<MultipartPart> parts;
+  std::string why;
+  ASSERT_TRUE(ParseMultipartFormData("multipart/form-data; boundary=b0undary", body, 8, &parts, &why)) << why;
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].name, "file");
+  EXPECT_EQ(parts[0].filename, "/home/user/a.txt");
+  EXPECT_EQ(parts[0].body, "line1\r\nline2");
+  EXPECT_EQ(parts[1].filename, "b.bin");
+  EXPECT_EQ(parts[1].body, std::string("\0\x01--b0undar", 11));
+  // A quoted boundary, as undici writes none but others do.
+  ASSERT_TRUE(ParseMultipartFormData("Multipart/Form-Data; charset=x; boundary=\"b0undary\"", body, 8, &parts, &why));
+}
+
+TEST(Multipart, RefusesMalformedBodies) {
+  std::vector<MultipartPart> parts;
+  std::string why;
+  const std::string ok = "--x\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc\r\n--x--\r\n";
+  EXPECT_FALSE(ParseMultipartFormData("application/json", ok, 8, &parts, &why));
+  EXPECT_FALSE(ParseMultipartFormData("multipart/form-data", ok, 8, &parts, &why));
+  EXPECT_FALSE(ParseMultipartFormData("multipart/form-data; boundary=", ok, 8, &parts, &why));
+  EXPECT_FALSE(ParseMultipartFormData("multipart/form-data; boundary=\"x", ok, 8, &parts, &why));
+  EXPECT_FALSE(ParseMultipartFormData("multipart/form-data; boundary=" + std::string(71, 'x'), ok, 8, &parts, &why));
+  for (const std::string& bad : {std::string("--x\r\nbroken"), std::string("no boundary at all"),
+                                 std::string("--x\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc"),
+                                 std::string("--xjunk"), std::string("--x\r\n") + std::string(9000, 'h') + "\r\n\r\n"}) {
+    EXPECT_FALSE(ParseMultipartFormData("multipart/form-data; boundary=x", bad, 8, &parts, &why)) << bad;
+    EXPECT_FALSE(why.empty());
+  }
+  ASSERT_TRUE(ParseMultipartFormData("multipart/form-data; boundary=x", ok, 8, &parts, &why)) << why;
+  std::string many;
+  for (int i = 0; i < 5; ++i) many += "--x\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nz\r\n";
+  many += "--x--";
+  EXPECT_FALSE(ParseMultipartFormData("multipart/form-data; boundary=x", many, 4, &parts, &why));
+  EXPECT_TRUE(ParseMultipartFormData("multipart/form-data; boundary=x", many, 5, &parts, &why)) << why;
+}
+
+}  // namespace
+}  // namespace airlock::model
