@@ -7,6 +7,7 @@
 
 #include "api/error_mapping.h"
 #include "isolation/sandbox_files.h"
+#include "session/session_files.h"
 
 namespace airlock::api {
 namespace {
@@ -78,19 +79,6 @@ std::optional<std::string> QueryValue(std::string_view query, std::string_view k
   return std::nullopt;
 }
 
-// A file operation's failure, as envd answers it.
-model::ApiError FileError(const Status& s) {
-  model::ErrorKind kind = model::ErrorKind::kInternal;
-  switch (s.code()) {
-    case ErrorCode::kNotFound: kind = model::ErrorKind::kNotFound; break;
-    case ErrorCode::kInvalidArgument: kind = model::ErrorKind::kBadRequest; break;
-    case ErrorCode::kFailedPrecondition: kind = model::ErrorKind::kConflict; break;
-    case ErrorCode::kResourceExhausted: kind = model::ErrorKind::kPayloadTooLarge; break;
-    case ErrorCode::kUnavailable: kind = model::ErrorKind::kUnavailable; break;
-    default: break;
-  }
-  return {kind, s.ToString(), ""};
-}
 
 // The whole NDJSON answer of an execution whose stream never began.
 std::string Lines(const std::vector<model::StreamEvent>& events) {
@@ -414,7 +402,7 @@ E2bReply E2bRoutes::Files(const E2bRequest& rq) {
   if (rq.method == "GET") {
     int64_t total = 0;
     auto data = isolation::ReadSandboxFile(root->get(), read_rel, opt_.max_file_bytes, 0, -1, &total);
-    if (!data.ok()) return Error(FileError(data.status()));
+    if (!data.ok()) return Error(session::SessionFileError(data.status()));
     E2bReply r;
     r.content_type = "application/octet-stream";
     r.body = std::move(*data);
@@ -424,7 +412,7 @@ E2bReply E2bRoutes::Files(const E2bRequest& rq) {
   for (size_t i = 0; i < writes.size(); ++i) {
     if (Status s = isolation::WriteSandboxFile(root->get(), relative[i], writes[i].second, /*make_parents=*/true);
         !s.ok()) {
-      return Error(FileError(s));
+      return Error(session::SessionFileError(s));
     }
     written.push_back(model::E2bPathFromSandbox(relative[i]));
   }

@@ -764,6 +764,30 @@ class Session : public std::enable_shared_from_this<Session> {
   bool ScreenHeaders();
   void Handle();
   void HandleSessionRoute();
+  // Metrics and the audit record of a session-call reply (the session routes'
+  // and E2B's): its refusal, and the call that ran or was refused. False when
+  // the reply carries no call.
+  template <class Reply>
+  bool AccountCall(const Reply& reply) {
+    if (reply.error) {
+      s_.metrics.CountRejected(RejectReason(reply.error->kind));
+      req_.audit.error = reply.error->message;
+      for (const auto& v : reply.violations) s_.metrics.CountPolicyRule(v.rule);
+      req_.audit.violations = reply.violations;
+    }
+    if (!reply.call) return false;
+    const session::CallReply& c = *reply.call;
+    req_.audit.profile = c.profile;
+    req_.audit.code_sha256 = c.code_sha256;
+    req_.audit.code_bytes = c.code_bytes;
+    if (c.kind == session::CallReply::Kind::kRan) {
+      RecordRun(c.response.run);
+      Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
+    } else {
+      Audit(Verdict(c.error.kind), reply.status);
+    }
+    return true;
+  }
   void DriveSessionCall(std::unique_ptr<session::PendingCall> pending);
   void OnSessionReply(RouteReply reply);
   void HandleMcp();
@@ -1263,24 +1287,7 @@ void Session::OnSessionReply(RouteReply reply) {
     req_.events->Abort();  // never begun (refused before the call ran), or nobody to write to
     req_.events.reset();
   }
-  if (reply.error) {
-    s_.metrics.CountRejected(RejectReason(reply.error->kind));
-    req_.audit.error = reply.error->message;
-    for (const auto& v : reply.violations) s_.metrics.CountPolicyRule(v.rule);
-    req_.audit.violations = reply.violations;
-  }
-  if (reply.call) {
-    const session::CallReply& c = *reply.call;
-    req_.audit.profile = c.profile;
-    req_.audit.code_sha256 = c.code_sha256;
-    req_.audit.code_bytes = c.code_bytes;
-    if (c.kind == session::CallReply::Kind::kRan) {
-      RecordRun(c.response.run);
-      Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
-    } else {
-      Audit(Verdict(c.error.kind), reply.status);
-    }
-  }
+  AccountCall(reply);
   if (req_.client_gone) return Close();
   if (req_.events && reply.call && reply.call->kind == session::CallReply::Kind::kRan) {
     return EndStream(reply.call->response, reply.body);
@@ -1354,24 +1361,7 @@ void Session::OnE2bReply(E2bReply reply) {
     req_.events->Abort();
     req_.events.reset();
   }
-  if (reply.error) {
-    s_.metrics.CountRejected(RejectReason(reply.error->kind));
-    req_.audit.error = reply.error->message;
-    for (const auto& v : reply.violations) s_.metrics.CountPolicyRule(v.rule);
-    req_.audit.violations = reply.violations;
-  }
-  if (reply.call) {
-    const session::CallReply& c = *reply.call;
-    req_.audit.profile = c.profile;
-    req_.audit.code_sha256 = c.code_sha256;
-    req_.audit.code_bytes = c.code_bytes;
-    if (c.kind == session::CallReply::Kind::kRan) {
-      RecordRun(c.response.run);
-      Audit(req_.client_gone ? "client_gone" : "ran", req_.client_gone ? 499 : 200);
-    } else {
-      Audit(Verdict(c.error.kind), reply.status);
-    }
-  } else if (reply.execute && reply.error) {
+  if (!AccountCall(reply) && reply.execute && reply.error) {
     Audit(Verdict(reply.error->kind), reply.status);
   }
   if (req_.client_gone) return Close();

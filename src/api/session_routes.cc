@@ -6,6 +6,7 @@
 #include "api/error_mapping.h"
 #include "isolation/sandbox_files.h"
 #include "model/session.h"
+#include "session/session_files.h"
 
 namespace airlock::api {
 namespace {
@@ -101,19 +102,6 @@ RouteReply MethodNotAllowed(const char* allow, const std::string& request_id) {
   return r;
 }
 
-// A file operation's failure as an HTTP error (sandbox_files.h's codes).
-model::ApiError FileError(const Status& s) {
-  model::ErrorKind kind = model::ErrorKind::kInternal;
-  switch (s.code()) {
-    case ErrorCode::kNotFound: kind = model::ErrorKind::kNotFound; break;
-    case ErrorCode::kInvalidArgument: kind = model::ErrorKind::kBadRequest; break;
-    case ErrorCode::kFailedPrecondition: kind = model::ErrorKind::kConflict; break;
-    case ErrorCode::kResourceExhausted: kind = model::ErrorKind::kPayloadTooLarge; break;
-    case ErrorCode::kUnavailable: kind = model::ErrorKind::kUnavailable; break;
-    default: break;
-  }
-  return {kind, s.ToString(), ""};
-}
 
 // The content type a download is served with, from its name (never sniffed).
 std::string ContentTypeFor(std::string_view path) {
@@ -291,7 +279,7 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
     return Error({model::ErrorKind::kBadRequest, "the file path has a malformed %-escape", ""}, rid);
   }
   if (!path.empty() || !listing) {
-    if (Status s = isolation::CheckSandboxPath(path); !s.ok()) return Error(FileError(s), rid);
+    if (Status s = isolation::CheckSandboxPath(path); !s.ok()) return Error(session::SessionFileError(s), rid);
   }
   std::shared_ptr<session::LiveSession> live = mgr_.Live(id, rq.owner, &error);
   if (!live) return Error(error, rid);
@@ -306,7 +294,7 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
   if (listing) {
     bool truncated = false;
     auto entries = isolation::ListSandboxDir(root->get(), path, opt_.max_list_entries, 16, &truncated);
-    if (!entries.ok()) return Error(FileError(entries.status()), rid);
+    if (!entries.ok()) return Error(session::SessionFileError(entries.status()), rid);
     std::string body = "{\"files\":[";
     bool first = true;
     for (const auto& f : *entries) {
@@ -325,13 +313,13 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
                    rid);
     }
     if (Status s = isolation::WriteSandboxFile(root->get(), path, rq.body, /*make_parents=*/true); !s.ok()) {
-      return Error(FileError(s), rid);
+      return Error(session::SessionFileError(s), rid);
     }
     model::SessionFileView v{path, static_cast<int64_t>(rq.body.size()), 0, "file"};
     return Json(201, model::SessionFileToJson(v));
   }
   if (rq.method == "DELETE") {
-    if (Status s = isolation::RemoveSandboxPath(root->get(), path); !s.ok()) return Error(FileError(s), rid);
+    if (Status s = isolation::RemoveSandboxPath(root->get(), path); !s.ok()) return Error(session::SessionFileError(s), rid);
     RouteReply r;
     r.status = 204;
     return r;
@@ -340,7 +328,7 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
   // also refuses what is not a regular file), then what is asked.
   int64_t total = 0;
   if (auto probe = isolation::ReadSandboxFile(root->get(), path, 0, 0, 0, &total); !probe.ok()) {
-    return Error(FileError(probe.status()), rid);
+    return Error(session::SessionFileError(probe.status()), rid);
   }
   int64_t start = 0, end = -1, length = -1;
   bool suffix = false;
@@ -364,7 +352,7 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
     }
   }
   auto data = isolation::ReadSandboxFile(root->get(), path, opt_.max_file_bytes, start, length, &total);
-  if (!data.ok()) return Error(FileError(data.status()), rid);
+  if (!data.ok()) return Error(session::SessionFileError(data.status()), rid);
   RouteReply r;
   r.content_type = ContentTypeFor(path);
   r.headers.emplace_back("X-Content-Type-Options", "nosniff");

@@ -5,24 +5,11 @@
 namespace airlock::session {
 namespace {
 
-model::ApiError FileError(const Status& s, std::string_view path) {
-  model::ErrorKind kind = model::ErrorKind::kInternal;
-  switch (s.code()) {
-    case ErrorCode::kNotFound: kind = model::ErrorKind::kNotFound; break;
-    case ErrorCode::kInvalidArgument: kind = model::ErrorKind::kBadRequest; break;
-    case ErrorCode::kFailedPrecondition: kind = model::ErrorKind::kConflict; break;
-    case ErrorCode::kResourceExhausted: kind = model::ErrorKind::kPayloadTooLarge; break;
-    case ErrorCode::kUnavailable: kind = model::ErrorKind::kUnavailable; break;
-    default: break;
-  }
-  return {kind, std::string(path.substr(0, 256)) + ": " + s.ToString(), ""};
-}
-
 // The session's working directory, after the path rule and the owner check.
 std::optional<UniqueFd> OpenRoot(SessionManager& manager, const std::string& id, const std::string& owner,
                                  std::string_view path, model::ApiError* error) {
   if (Status s = isolation::CheckSandboxPath(path); !s.ok()) {
-    *error = FileError(s, path);
+    *error = SessionFileError(s, path);
     return std::nullopt;
   }
   std::shared_ptr<LiveSession> live = manager.Live(id, owner, error);
@@ -37,6 +24,21 @@ std::optional<UniqueFd> OpenRoot(SessionManager& manager, const std::string& id,
 
 }  // namespace
 
+model::ApiError SessionFileError(const Status& s, std::string_view path) {
+  model::ErrorKind kind = model::ErrorKind::kInternal;
+  switch (s.code()) {
+    case ErrorCode::kNotFound: kind = model::ErrorKind::kNotFound; break;
+    case ErrorCode::kInvalidArgument: kind = model::ErrorKind::kBadRequest; break;
+    case ErrorCode::kFailedPrecondition: kind = model::ErrorKind::kConflict; break;
+    case ErrorCode::kResourceExhausted: kind = model::ErrorKind::kPayloadTooLarge; break;
+    case ErrorCode::kUnavailable: kind = model::ErrorKind::kUnavailable; break;
+    default: break;
+  }
+  if (path.empty()) return {kind, s.ToString(), ""};
+  return {kind, std::string(path.substr(0, 256)) + ": " + s.ToString(), ""};
+}
+
+
 bool WriteSessionFile(SessionManager& manager, const std::string& id, const std::string& owner,
                       std::string_view path, std::string_view data, int64_t max_bytes, model::ApiError* error) {
   if (static_cast<int64_t>(data.size()) > max_bytes) {
@@ -47,7 +49,7 @@ bool WriteSessionFile(SessionManager& manager, const std::string& id, const std:
   std::optional<UniqueFd> root = OpenRoot(manager, id, owner, path, error);
   if (!root) return false;
   if (Status s = isolation::WriteSandboxFile(root->get(), path, data, /*make_parents=*/true); !s.ok()) {
-    *error = FileError(s, path);
+    *error = SessionFileError(s, path);
     return false;
   }
   return true;
@@ -60,7 +62,7 @@ std::optional<std::string> ReadSessionFile(SessionManager& manager, const std::s
   int64_t total = 0;
   auto data = isolation::ReadSandboxFile(root->get(), path, max_bytes, 0, -1, &total);
   if (!data.ok()) {
-    *error = FileError(data.status(), path);
+    *error = SessionFileError(data.status(), path);
     return std::nullopt;
   }
   return std::move(*data);

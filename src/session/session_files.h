@@ -16,10 +16,17 @@
 #include <string>
 #include <string_view>
 
+#include "base/status.h"
 #include "model/execute.h"
 #include "session/session_manager.h"
 
 namespace airlock::session {
+
+// A file operation's failure (isolation/sandbox_files.h's status codes) as an
+// API error: not found 404, a bad path 400, a path that leaves the working
+// directory or is not a regular file 409, too large 413, gone 503. `path`,
+// when given, leads the message.
+model::ApiError SessionFileError(const Status& s, std::string_view path = {});
 
 bool WriteSessionFile(SessionManager& manager, const std::string& id, const std::string& owner,
                       std::string_view path, std::string_view data, int64_t max_bytes, model::ApiError* error);
