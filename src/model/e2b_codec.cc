@@ -19,27 +19,6 @@ ApiError Unprocessable(std::string field, std::string message) {
   return ApiError{ErrorKind::kUnprocessable, std::move(message), std::move(field)};
 }
 
-bool ParseObject(std::string_view body, const RequestCaps& caps, json* doc, ApiError* error) {
-  if (!IsValidUtf8(body)) {
-    *error = Unprocessable("", "request body: invalid UTF-8 (the body must be JSON text in UTF-8)");
-    return false;
-  }
-  if (internal::JsonDepth(body) > caps.max_depth) {
-    *error = Unprocessable("", "request body: JSON nested deeper than " + std::to_string(caps.max_depth) + " levels");
-    return false;
-  }
-  *doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc->is_discarded()) {
-    *error = Unprocessable("", "request body is not valid JSON");
-    return false;
-  }
-  if (!doc->is_object()) {
-    *error = Unprocessable("", "request body must be a JSON object");
-    return false;
-  }
-  return true;
-}
-
 // An optional string member (null and absent are the same).
 bool OptionalString(const json& doc, const char* field, std::optional<std::string>* out, ApiError* error) {
   auto it = doc.find(field);
@@ -144,7 +123,7 @@ bool ParseE2bExecuteRequest(std::string_view body, const RequestCaps& caps, E2bE
                             ApiError* error) {
   *request = E2bExecuteRequest();
   json doc;
-  if (!ParseObject(body, caps, &doc, error)) return false;
+  if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
   auto code = doc.find("code");
   if (code == doc.end() || !code->is_string()) {
     *error = Unprocessable("code", "code: required, a string");
@@ -178,7 +157,7 @@ bool ParseE2bContextRequest(std::string_view body, const RequestCaps& caps, E2bC
   *request = E2bContextRequest();
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return true;
   json doc;
-  if (!ParseObject(body, caps, &doc, error)) return false;
+  if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
   if (!OptionalString(doc, "language", &request->language, error)) return false;
   if (!OptionalString(doc, "cwd", &request->cwd, error)) return false;
   if (request->language) request->language = E2bNormalizeLanguage(*request->language);

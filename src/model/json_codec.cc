@@ -7,6 +7,21 @@ using nlohmann::json;
 
 namespace internal {
 
+bool ParseRequestObject(std::string_view body, const RequestCaps& caps, json* doc, ApiError* error) {
+  auto fail = [&](std::string message) {
+    *error = ApiError{ErrorKind::kUnprocessable, std::move(message), ""};
+    return false;
+  };
+  if (!IsValidUtf8(body)) return fail("request body: invalid UTF-8 (the body must be JSON text in UTF-8)");
+  if (JsonDepth(body) > caps.max_depth) {
+    return fail("request body: JSON nested deeper than " + std::to_string(caps.max_depth) + " levels");
+  }
+  *doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc->is_discarded()) return fail("request body is not valid JSON");
+  if (!doc->is_object()) return fail("request body must be a JSON object");
+  return true;
+}
+
 size_t JsonDepth(std::string_view text) {
   size_t depth = 0, max_depth = 0;
   bool in_string = false, escaped = false;

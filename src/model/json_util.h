@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/execute.h"
 #include "model/run_report.h"
 
 namespace airlock::model::internal {
@@ -23,6 +24,11 @@ inline std::string Dump(const json& j, bool pretty = false) {
 // recursion (strings are skipped, escapes honoured). Call before json::parse so
 // that hostile input cannot make the parser or the destructor recurse deeply.
 size_t JsonDepth(std::string_view text);
+
+// Parses a request body that must be one JSON object: valid UTF-8, nested at
+// most caps.max_depth levels (checked before parsing), an object. False with
+// *error (422, no field) otherwise.
+bool ParseRequestObject(std::string_view body, const RequestCaps& caps, json* doc, ApiError* error);
 
 // The common core of every run result: RunReportToJson's object.
 json RunReportObject(const RunReport& report);

@@ -13,28 +13,6 @@ ApiError Unprocessable(std::string field, std::string message) {
   return ApiError{ErrorKind::kUnprocessable, std::move(message), std::move(field)};
 }
 
-// Parses `body` as a JSON object (depth-capped), or fills `error`.
-bool ParseObject(std::string_view body, const RequestCaps& caps, json* doc, ApiError* error) {
-  if (!IsValidUtf8(body)) {
-    *error = Unprocessable("", "request body: invalid UTF-8 (the body must be JSON text in UTF-8)");
-    return false;
-  }
-  if (internal::JsonDepth(body) > caps.max_depth) {
-    *error = Unprocessable("", "request body: JSON nested deeper than " + std::to_string(caps.max_depth) + " levels");
-    return false;
-  }
-  *doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc->is_discarded()) {
-    *error = Unprocessable("", "request body is not valid JSON");
-    return false;
-  }
-  if (!doc->is_object()) {
-    *error = Unprocessable("", "request body must be a JSON object");
-    return false;
-  }
-  return true;
-}
-
 bool Seconds(const json& doc, const char* field, std::optional<double>* out, ApiError* error) {
   auto it = doc.find(field);
   if (it == doc.end() || it->is_null()) return true;
@@ -52,7 +30,7 @@ bool ParseSessionCreateRequest(std::string_view body, const RequestCaps& caps, S
                                ApiError* error) {
   *request = SessionCreateRequest();
   json doc = json::object();
-  if (body.find_first_not_of(" \t\r\n") != std::string_view::npos && !ParseObject(body, caps, &doc, error)) {
+  if (body.find_first_not_of(" \t\r\n") != std::string_view::npos && !internal::ParseRequestObject(body, caps, &doc, error)) {
     return false;
   }
   if (!Seconds(doc, "idle_timeout", &request->idle_timeout_s, error) || !Seconds(doc, "ttl", &request->ttl_s, error)) {
@@ -77,7 +55,7 @@ bool ParseSessionExecuteRequest(std::string_view body, const RequestCaps& caps, 
                                 ApiError* error) {
   if (!ParseExecuteRequest(body, caps, request, error)) return false;
   json doc;
-  if (!ParseObject(body, caps, &doc, error)) return false;
+  if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
   for (const char* key : {"profile", "limits"}) {
     if (auto it = doc.find(key); it != doc.end() && !it->is_null()) {
       *error = Unprocessable(key, std::string(key) +
