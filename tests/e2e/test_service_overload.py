@@ -338,10 +338,15 @@ class OverloadTest(unittest.TestCase):
                    f"({len(runs)}); server peak RSS {peak_mb:.0f} MB")
         print("\n" + summary)
         self.assertEqual(errors[:5], [], summary)
-        self.assertGreater(len(runs), 5, summary)
+        # Cold launches share the one launcher thread with every attacker's: slower. The
+        # honest client must keep being served: as many runs as the latency bound allows in
+        # the test's time (cold: a print(1) waits behind the attackers' 3 s runs, so 12 s hold
+        # 3-4 of them; CI once saw 4 at p50 3.4 s, and "more than 5" failed a healthy server).
+        bound_s = 5.0 if expected_mode() == "cold" else 2.0
+        self.assertGreaterEqual(len(runs), 6 if expected_mode() != "cold" else int(self.DURATION_S / bound_s),
+                                summary)
         self.assertLess(percentile(health, 0.99), 0.25, summary)
-        # Cold launches share the one launcher thread with every attacker's: slower.
-        self.assertLess(percentile(runs, 0.9), 5.0 if expected_mode() == "cold" else 2.0, summary)
+        self.assertLess(percentile(runs, 0.9), bound_s, summary)
         if not SANITIZED:
             self.assertLess(peak_mb, 100, summary)
         killed = (metric_value(after, "airlock_executions_total", outcome="channel") or 0) - \
