@@ -1243,17 +1243,19 @@ void Session::HandleSessionRoute() {
 }
 
 void Session::DriveSessionCall(std::unique_ptr<session::PendingCall> pending) {
-  if (state_ == State::kClosed) {
-    // The connection went while the call was being prepared: the call is
-    // dropped unrun (the session takes calls again).
-    return;
-  }
   std::weak_ptr<Session> weak = weak_from_this();
   auto driver = std::make_shared<SessionCallDriver>(s_, std::move(pending), [weak](RouteReply reply) {
     if (auto self = weak.lock()) self->OnSessionReply(std::move(reply));
   });
   s_.call_drivers.insert(driver);
   driver->Start();
+  // The connection went while a large call was being prepared: the call was
+  // already handed to the interpreter, so it is driven to its end (never
+  // dropped half-way, which would leave its output to the next call),
+  // interrupted as for any client that leaves.
+  if (state_ == State::kClosed || req_.client_gone) {
+    s_.session_mgr->Cancel(req_.session_id, "the client disconnected");
+  }
 }
 
 // /mcp: the JSON-RPC message is handled on a session_pool thread (a tools/call

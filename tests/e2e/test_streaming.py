@@ -321,11 +321,21 @@ class TestCancellation(unittest.TestCase):
         conn, resp = open_stream({"code": code, "timeout": 30})
         cgroup = None
         try:
+            seen = []
             for _, e in ndjson_events(resp):
+                seen.append(e)
                 if e["type"] == "stdout" and "ready" in e["text"]:
                     break
-            procs = host_processes()
-            sleepers = [p for p, i in procs.items() if token.encode() in i["cmdline"]]
+            else:
+                self.fail(f"the stream ended before the program said 'ready': {seen[-5:]}")
+            # Polled: on a loaded host the child's exec can trail the parent's first line.
+            deadline = time.monotonic() + scaled(5)
+            while True:
+                procs = host_processes()
+                sleepers = [p for p, i in procs.items() if token.encode() in i["cmdline"]]
+                if sleepers or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
             self.assertEqual(len(sleepers), 1, "the run's child is not on the host")
             self.assertIn(sleepers[0], descendants(server.proc.pid, procs))
             try:
