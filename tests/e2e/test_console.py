@@ -189,9 +189,11 @@ class ConsoleInBrowser(unittest.TestCase):
         # The table is redrawn every 2 s: read it in one script call, not row by row.
         verdicts_js = ("return Array.from(document.querySelectorAll('#runs tbody tr'))"
                        ".map(r => r.children[4].textContent)")
-        self.wait(lambda d: "approved" in d.execute_script(verdicts_js), what="the recent runs")
+        # Waited for all four: a redraw may come from a fetch made before the denial's record.
+        wanted = ("ran", "pending_approval", "approved", "denied")
+        self.wait(lambda d: all(v in d.execute_script(verdicts_js) for v in wanted), what="the recent runs")
         verdicts = d.execute_script(verdicts_js)
-        for v in ("ran", "pending_approval", "approved", "denied"):
+        for v in wanted:
             self.assertIn(v, verdicts)
         self.shot("4-decided")
         self.assertEqual(self.csp_violations(), [])
