@@ -7,26 +7,13 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/random.h"
 
 namespace airlock::api {
 namespace {
 
 // 128 random bits from getrandom, as hex: visible ASCII, as the spec asks.
-std::string NewConversationId() {
-  unsigned char buf[16];
-  size_t got = 0;
-  while (got < sizeof buf) {
-    ssize_t n = ::getrandom(buf + got, sizeof buf - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out = "mcp-";
-  for (unsigned char c : buf) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
+std::string NewConversationId() { return "mcp-" + base::RandomHex(16); }
 
 McpHttpReply JsonRpcError(int status, int code, const std::string& message, const std::string& id_json = "null") {
   McpHttpReply r;

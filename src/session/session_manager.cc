@@ -1,11 +1,10 @@
 #include "session/session_manager.h"
 
-#include <sys/random.h>
-
 #include <algorithm>
 #include <chrono>
 
 #include "base/log.h"
+#include "base/random.h"
 #include "model/runner_protocol.h"
 
 namespace airlock::session {
@@ -16,22 +15,6 @@ constexpr size_t kMaxTombstones = 4096;
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string RandomHex(size_t bytes) {
-  unsigned char buf[32];
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = ::getrandom(buf + got, bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) {
-    out += kHex[buf[i] >> 4];
-    out += kHex[buf[i] & 15];
-  }
-  return out;
 }
 
 bool IsRouteKey(const std::string& k) {
@@ -200,7 +183,7 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
     return out;
   }
   auto e = std::make_shared<Entry>();
-  e->id = "s1-" + (IsRouteKey(route_key) ? route_key : RandomHex(4)) + "-" + RandomHex(16);
+  e->id = "s1-" + (IsRouteKey(route_key) ? route_key : base::RandomHex(4)) + "-" + base::RandomHex(16);
   e->owner = owner;
   e->profile = profile_name;
   e->base = request.base;
