@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <random>
 
 #include "api/audit_log.h"
 #include "api/error_mapping.h"
 #include "base/log.h"
+#include "base/random.h"
 
 namespace airlock::api {
 
@@ -43,20 +43,14 @@ std::chrono::milliseconds Ms(double seconds) {
 }  // namespace
 
 Approvals::Approvals(boost::asio::io_context& io, ApprovalOptions options, StartRun start_run, AuditFn audit)
-    : io_(io), opt_(options), start_run_(std::move(start_run)), audit_(std::move(audit)) {
-  std::random_device rd;
-  id_seed_ = (uint64_t{rd()} << 32) ^ rd();
-}
+    : io_(io), opt_(options), start_run_(std::move(start_run)), audit_(std::move(audit)) {}
 
 Approvals::~Approvals() { *alive_ = false; }
 
 std::string Approvals::NewId() {
   // 128 random bits: an id is not a secret (the routes check who asks), but
   // guessing one must not be a way to find others' requests.
-  std::random_device rd;
-  char buf[48];
-  snprintf(buf, sizeof buf, "apr_%08x%08x%08x%08x", rd(), rd(), rd(), rd() ^ static_cast<unsigned>(++seq_));
-  return buf;
+  return "apr_" + base::RandomHex(16);
 }
 
 Approvals::Entry* Approvals::Find(const std::string& id) {

@@ -114,7 +114,6 @@ class Approvals {
   std::map<std::string, std::unique_ptr<Entry>> entries_;
   size_t pending_ = 0;
   uint64_t seq_ = 0;
-  uint64_t id_seed_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

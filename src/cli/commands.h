@@ -56,6 +56,7 @@ struct ServeFlags {
   int64_t pool_size = 4;         // warm runs kept ready per profile; 0: warm path off
   int64_t pool_recycle = 5000;   // runs after which a zygote is replaced; 0: never
   double pool_recycle_s = 600;   // seconds after which a zygote is replaced; 0: never
+  bool netns_per_run = false;    // a network namespace per warm run even where runs could share the zygote's
   // Sessions (docs/api.md, "Sessions").
   int64_t max_sessions = 32;
   std::string session_memory = "8G";   // sum of live sessions' memory limits

@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--pool-recycle-seconds", serve.pool_recycle_s,
                         "Seconds after which a zygote is replaced (0: never); its runs share its memory layout")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  serve_cmd->add_flag("--netns-per-run", serve.netns_per_run,
+                      "A network namespace per warm run; by default the runs of a zygote share its own (empty) one "
+                      "where Landlock scopes make that safe (docs/security.md)");
 
   serve_cmd->add_option("--max-sessions", serve.max_sessions, "Live sessions at once (then 429)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));

@@ -20,6 +20,7 @@ exec::PoolOptions PoolOptionsFor(const profile::ProfileSet& profiles, const Runt
   popts.size = static_cast<int>(flags.pool_size);
   popts.recycle_after = flags.pool_recycle;
   popts.recycle_after_s = flags.pool_recycle_s;
+  popts.network_per_run = flags.netns_per_run;
   popts.zygote_env = service::RunEnvironment();
   // The zygote's own limits; its runs' rlimits must fit under them.
   isolation::Limits& z = popts.zygote_limits;

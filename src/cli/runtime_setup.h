@@ -24,6 +24,7 @@ struct RuntimeFlags {
   int64_t pool_size = 4;
   int64_t pool_recycle = 5000;
   double pool_recycle_s = 600;
+  bool netns_per_run = false;  // --netns-per-run (exec::PoolOptions::network_per_run)
   size_t max_code_bytes = size_t{1} << 20;
 };
 

@@ -223,6 +223,7 @@ int ServeCommand(const ServeFlags& flags) {
     rf.pool_size = flags.pool_size;
     rf.pool_recycle = flags.pool_recycle;
     rf.pool_recycle_s = flags.pool_recycle_s;
+    rf.netns_per_run = flags.netns_per_run;
     exec::PoolOptions popts = PoolOptionsFor(*profiles, rf);
     auto started = exec::WarmPool::Start(*host, std::move(popts));
     if (started.ok()) {

@@ -391,6 +391,12 @@ struct WarmPool::Impl {
     ready_cv.notify_all();
   }
 
+  // Runs share their zygote's network namespace unless the operator asked for
+  // one per run or the kernel lacks what makes sharing safe (warm_run.h).
+  bool SharesNetwork() const {
+    return !options.network_per_run && isolation::WarmRunsCanShareNetwork(host.landlock_abi);
+  }
+
   void StartZygote(Pool& p) {
     p.next_start = Clock::now() + std::chrono::milliseconds(p.backoff_ms);
     p.backoff_ms = std::min(p.backoff_ms * 2, kMaxBackoffMs);
@@ -410,6 +416,8 @@ struct WarmPool::Impl {
                  "--disk",        std::to_string(l.disk_bytes),
                  "--open-files",  std::to_string(l.open_files),
                  "--cpu-time-ms", std::to_string(l.cpu_time_ms)};
+    spec.argv.push_back("--share-network");
+    spec.argv.push_back(SharesNetwork() ? "1" : "0");
     for (const std::string& b : options.ro_binds) {
       spec.argv.push_back("--ro-bind");
       spec.argv.push_back(b);
@@ -543,7 +551,7 @@ struct WarmPool::Impl {
       SetNonBlocking(fd);
     }
     slot.run.adopted = true;
-    slot.run.report = isolation::MakeIsolationReport(host, true, host_uid);
+    slot.run.report = isolation::MakeIsolationReport(host, true, host_uid, SharesNetwork());
     slot.run.report.mode = "warm";
     slot.zygote = z.state;
     auto pid = isolation::PidOfPidfd(slot.run.pidfd.get());

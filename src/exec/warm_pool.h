@@ -60,6 +60,9 @@ struct PoolOptions {
   double startup_timeout_s = 120;       // imports of a cold disk cache can be slow
   // Extra host paths bound read-only into the zygotes and their runs (tests).
   std::vector<std::string> ro_binds;
+  // Every warm run in a network namespace of its own, even where runs could
+  // share their zygote's (isolation::WarmRunsCanShareNetwork): --netns-per-run.
+  bool network_per_run = false;
   // The airlock binary that has the zygote (`airlock __zygote`); "" = this process's own.
   std::string zygote_binary;
 };

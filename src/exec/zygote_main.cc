@@ -54,6 +54,7 @@ struct Args {
   std::vector<std::string> preimport;
   std::vector<std::string> ro_binds;
   isolation::Limits limits;
+  bool share_network = false;  // runs stay in our network namespace (warm_run.h)
 };
 
 bool ParseArgs(int argc, char** argv, Args* out, std::string* error) {
@@ -90,6 +91,7 @@ bool ParseArgs(int argc, char** argv, Args* out, std::string* error) {
     else if (key == "--disk") out->limits.disk_bytes = n;
     else if (key == "--open-files") out->limits.open_files = n;
     else if (key == "--cpu-time-ms") out->limits.cpu_time_ms = n;
+    else if (key == "--share-network") out->share_network = n != 0;
     else {
       *error = "unknown option " + key;
       return false;
@@ -389,7 +391,7 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
   isolation::Spec spec;
   spec.limits = args.limits;
   spec.ro_binds = args.ro_binds;
-  auto factory = isolation::WarmRunFactory::Create(spec, isolation::LandlockAbi());
+  auto factory = isolation::WarmRunFactory::Create(spec, isolation::LandlockAbi(), args.share_network);
   if (!factory.ok()) {
     SendText(zygote::kFailed, "planning warm runs: " + factory.status().ToString());
     return 1;

@@ -124,7 +124,7 @@ const char* StepName(int step) {
 
 }  // namespace internal
 
-IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int64_t host_uid) {
+IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int64_t host_uid, bool shared_network) {
   IsolationReport r;
   r.host_uid = host_uid;
   r.landlock_abi = host.landlock_abi;
@@ -145,7 +145,11 @@ IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int
   }
   add("pid_namespace", true, "its own: init is pid 1 and ends every process left when the program (pid 2) ends; fresh /proc");
   add("mount_namespace", true, "tmpfs root, read-only system binds, pivot_root, old root detached");
-  add("network_namespace", true, "no interfaces but a down loopback");
+  add("network_namespace", true,
+      shared_network ? "shared with the other runs of its profile's zygote, never the host's: no interfaces but a "
+                       "down loopback, no capability over it, AF_UNIX sockets only (seccomp), abstract unix sockets "
+                       "of other runs refused (Landlock scope)"
+                     : "its own: no interfaces but a down loopback");
   add("ipc_namespace", true, "");
   add("uts_namespace", true, "hostname sandbox");
   add("cgroup_namespace", true, "");

@@ -16,9 +16,16 @@
 namespace airlock::isolation {
 namespace {
 
-constexpr int kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+// A run's own namespaces; CLONE_NEWNET is added unless runs share the zygote's.
+constexpr int kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 
 }  // namespace
+
+bool WarmRunsCanShareNetwork(int landlock_abi) {
+  // Abstract unix sockets are the network namespace's, not the filesystem's:
+  // only the Landlock scope keeps one run from connecting to another's.
+  return landlock_abi >= 6;
+}
 
 size_t WarmSetupFailureSize() { return sizeof(internal::ChildError); }
 
@@ -31,8 +38,15 @@ Status DescribeWarmSetupFailure(const char* bytes, size_t size) {
 
 WarmRunFactory::~WarmRunFactory() = default;
 
-StatusOr<std::unique_ptr<WarmRunFactory>> WarmRunFactory::Create(const Spec& spec, int landlock_abi) {
+StatusOr<std::unique_ptr<WarmRunFactory>> WarmRunFactory::Create(const Spec& spec, int landlock_abi,
+                                                                  bool share_network) {
+  if (share_network && !WarmRunsCanShareNetwork(landlock_abi)) {
+    return InvalidArgument("warm runs may share their zygote's network namespace only with Landlock scopes "
+                              "(ABI >= 6; this kernel has ABI " + std::to_string(landlock_abi) +
+                              "): start the server with --netns-per-run");
+  }
   std::unique_ptr<WarmRunFactory> f(new WarmRunFactory());
+  f->clone_flags_ = kCloneFlags | (share_network ? 0 : CLONE_NEWNET);
   f->spec_ = spec;
   f->spec_.argv.clear();
   f->spec_.files.clear();
@@ -102,9 +116,10 @@ StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, int* control, int64_t host
 
   const bool own_id = host_id >= 0;
   if (own_id) RETURN_IF_ERROR(BecomeOwner(static_cast<uint32_t>(host_id)));
-  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, kCloneFlags | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, clone_flags_ | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
   if (pid < 0) {
-    Status s = ErrnoError("clone(user, pid, mount, net, ipc, uts namespaces) of a warm run");
+    Status s = ErrnoError(shares_network() ? "clone(user, pid, mount, ipc, uts namespaces) of a warm run"
+                                           : "clone(user, pid, mount, net, ipc, uts namespaces) of a warm run");
     if (own_id) RestoreOwnIds();
     return s;
   }

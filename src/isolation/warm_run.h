@@ -1,13 +1,14 @@
 // Runs created from inside a warm pool's zygote (DESIGN §3). The zygote is a
 // single-threaded process that already holds a warm interpreter; for each run
-// it clones a child into new user, pid, mount, net, ipc and uts namespaces
-// (mapped to the zygote's own uid), which then waits for the server to put it
+// it clones a child into new user, pid, mount, ipc and uts namespaces (mapped
+// to the run's own host id) and a network namespace of its own, or the
+// zygote's where runs may share it (WarmRunsCanShareNetwork), which then waits for the server to put it
 // in its cgroup, builds its filesystem, forks the program and applies every
 // layer a cold run gets (sandbox.h) before returning to the zygote's code, in
 // the program only, to run the user's cell.
 //
 //   In the zygote, once:
-//     ASSIGN_OR_RETURN(auto factory, WarmRunFactory::Create(spec, LandlockAbi()));
+//     ASSIGN_OR_RETURN(auto factory, WarmRunFactory::Create(spec, LandlockAbi(), share_network));
 //   Per run:
 //     WarmRunFactory::Fds fds{control, status_w, stdout_w, stderr_w, events_w};
 //     int control = -1;
@@ -21,6 +22,7 @@
 // (DescribeWarmSetupFailure() reads it).
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -47,12 +49,26 @@ namespace internal {
 struct ChildPlan;
 }
 
+// Whether the runs of one zygote may share its network namespace instead of
+// each making its own (issue 11; docs/security.md, "Shared network namespace").
+// Only where nothing in it is reachable from a run: the zygote's namespace has
+// no interface but a down loopback and a run holds no capability over it;
+// seccomp lets a run make AF_UNIX sockets alone (always, every profile); path
+// sockets live in the run's own tmpfs and mount namespace; and Landlock scopes
+// (ABI >= 6) refuse a run abstract unix sockets and signals of anything outside
+// its own domain. Without those scopes every run keeps a namespace of its own.
+bool WarmRunsCanShareNetwork(int landlock_abi);
+
 class WarmRunFactory {
  public:
   // Plans the run's filesystem from the calling process's own root, plus
   // Landlock, seccomp and rlimits (cgroup present: the server adds it).
   // spec.argv/env/files are unused: a warm run never execs.
-  static StatusOr<std::unique_ptr<WarmRunFactory>> Create(const Spec& spec, int landlock_abi);
+  // share_network: runs stay in the caller's network namespace (which must be
+  // one made for the zygote, not the host's); refused unless
+  // WarmRunsCanShareNetwork(landlock_abi).
+  static StatusOr<std::unique_ptr<WarmRunFactory>> Create(const Spec& spec, int landlock_abi,
+                                                          bool share_network = false);
   ~WarmRunFactory();
 
   struct Fds {
@@ -79,10 +95,12 @@ class WarmRunFactory {
   void SetArgvArea(uintptr_t start, uintptr_t end);
 
   const Spec& spec() const { return spec_; }
+  bool shares_network() const { return (clone_flags_ & CLONE_NEWNET) == 0; }
 
  private:
   WarmRunFactory() = default;
   Spec spec_;
+  int clone_flags_ = 0;
   SeccompProgram seccomp_;
   std::unique_ptr<internal::ChildPlan> plan_;
 };

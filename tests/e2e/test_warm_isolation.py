@@ -80,6 +80,17 @@ listener = socket.socket(socket.AF_UNIX)
 listener.bind('\\0airlock-a-{token}')
 listener.listen(4)
 listener.setblocking(False)
+# A unix socket on a path of A's own tmpfs, and (a control) A's own abstract socket reached from A.
+path_listener = socket.socket(socket.AF_UNIX)
+path_listener.bind('/tmp/a-sock-{token}')
+path_listener.listen(4)
+path_listener.setblocking(False)
+own = socket.socket(socket.AF_UNIX)
+own.connect('\\0airlock-a-{token}')
+own_conn, _ = listener.accept()
+own_conn.close()
+own.close()
+print('OWN_ABSTRACT_OK', True, flush=True)
 open('/tmp/a-{token}', 'w').write('a')
 open('/dev/shm/a-{token}', 'w').write('a')
 info = {{ns: os.readlink('/proc/self/ns/' + ns) for ns in {namespaces!r}}}
@@ -92,11 +103,14 @@ while not released and time.monotonic() < deadline:
     time.sleep(0.05)
 print('RELEASED', bool(released))
 print('CHILD_ALIVE', child.poll() is None)
-try:
-    listener.accept()
-    print('ACCEPTED', True)
-except BlockingIOError:
-    print('ACCEPTED', False)
+accepted = False
+for l in (listener, path_listener):
+    try:
+        l.accept()
+        accepted = True
+    except BlockingIOError:
+        pass
+print('ACCEPTED', accepted)
 child.kill()
 child.wait()
 print('A_DONE')
@@ -127,6 +141,28 @@ try:
     print('CONNECTED', True)
 except OSError as e:
     print('CONNECTED', False)
+for path in ('/tmp/a-sock-{token}', '/proc/1/root/tmp/a-sock-{token}'):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(2)
+        s.connect(path)
+        print('PATH_CONNECTED', path)
+    except OSError:
+        pass
+# What would reach A over a shared network namespace, were sockets of other families allowed.
+refused = {{}}
+for name, fam, kind, proto in (('udp', socket.AF_INET, socket.SOCK_DGRAM, 0), ('tcp', socket.AF_INET, socket.SOCK_STREAM, 0),
+                                ('udp6', socket.AF_INET6, socket.SOCK_DGRAM, 0), ('tcp6', socket.AF_INET6, socket.SOCK_STREAM, 0),
+                                ('netlink', socket.AF_NETLINK, socket.SOCK_RAW, 0), ('raw', socket.AF_INET, socket.SOCK_RAW, 1),
+                                ('packet', socket.AF_PACKET, socket.SOCK_RAW, 0)):
+    try:
+        socket.socket(fam, kind, proto).close()
+        refused[name] = False
+    except PermissionError:
+        refused[name] = True
+    except OSError as e:
+        refused[name] = 'errno %d' % e.errno
+print('REFUSED', json.dumps(refused))
 targets = sorted((set(range(1, 401)) | set(procs) | set({host_pids!r})) - {{me}})
 sent = []
 for p in targets:
@@ -178,13 +214,22 @@ class TestConcurrentRuns(RunCase):
         a_out, b_out = a["stdout"], b["stdout"]
         self.assertIn("RELEASED True", a_out, "run A was not running any more when run B was")
         self.assertIn("CHILD_ALIVE True", a_out, "run B killed run A's child")
-        self.assertIn("ACCEPTED False", a_out, "run B reached run A's abstract unix socket")
+        self.assertIn("OWN_ABSTRACT_OK True", a_out, "run A could not reach its own abstract socket (the control)")
+        self.assertIn("ACCEPTED False", a_out, "run B reached one of run A's unix sockets")
         self.assertIn("A_DONE", a_out)
         self.assertIn("B_DONE", b_out)
         a_info, b_info = field("INFO", a_out), field("INFO", b_out)
         self.assertEqual({ns: a_info[ns] for ns in NAMESPACES}, host_ns, "the host's view of run A differs")
         mine = {ns: os.readlink(f"/proc/self/ns/{ns}") for ns in NAMESPACES}
+        # Warm runs may share their zygote's (empty) network namespace where Landlock scopes
+        # keep them apart in it (issue 11); the report says so. Never the host's.
+        shared_net = a["isolation"]["network_namespace"]["detail"].startswith("shared")
+        self.assertEqual(shared_net, b["isolation"]["network_namespace"]["detail"].startswith("shared"))
+        if expected_mode() == "cold":
+            self.assertFalse(shared_net, a["isolation"]["network_namespace"])
         for ns in NAMESPACES:
+            if ns == "net" and shared_net:
+                continue
             self.assertNotEqual(a_info[ns], b_info[ns], f"runs A and B share a {ns} namespace")
             self.assertNotEqual(a_info[ns], mine[ns], f"run A is in the host's {ns} namespace")
             self.assertNotEqual(b_info[ns], mine[ns], f"run B is in the host's {ns} namespace")
@@ -194,6 +239,9 @@ class TestConcurrentRuns(RunCase):
         self.assertEqual(field("TOKEN_SEEN", b_out), [], "run B sees run A's processes")
         self.assertEqual([f for f in field("FILES", b_out) if token in f], [], "run B sees run A's files")
         self.assertIn("CONNECTED False", b_out)
+        self.assertNotIn("PATH_CONNECTED", b_out, "run B reached run A's path socket")
+        self.assertEqual(field("REFUSED", b_out), {k: True for k in ("udp", "tcp", "udp6", "tcp6", "netlink", "raw",
+                                                                      "packet")}, b_out)
         self.assertEqual(field("SENT", b_out), [], "run B could signal processes that are not its own")
         self.assertEqual(field("TRACED", b_out), [], "run B could ptrace another process")
         self.assertEqual(leaks, [], "a process under the server holds one of the server's sockets or files")
@@ -445,6 +493,32 @@ print('HITS', hits)
 
 # -- the host's view: what the processes under the server hold ---------------------------------
 
+# Reads only the pages a process has (present or swapped, from /proc/PID/pagemap): reading a
+# page it never touched through /proc/PID/mem would fault it in and charge it to the process's
+# cgroup (under AddressSanitizer, enough of them to get a run killed for memory).
+PRESENT_PAGES = """
+import array, os
+def present_spans(pid, start, end):
+    page = os.sysconf('SC_PAGE_SIZE')
+    entries = array.array('Q')
+    with open(f'/proc/{pid}/pagemap', 'rb', buffering=0) as pm:
+        pm.seek(start // page * 8)
+        entries.frombytes(pm.read((end - start) // page * 8))
+    spans, first = [], None
+    for i, e in enumerate(entries):
+        if e >> 62:
+            if first is None:
+                first = start + i * page
+        elif first is not None:
+            spans.append((first, start + i * page))
+            first = None
+    if first is not None:
+        spans.append((first, start + len(entries) * page))
+    return spans
+"""
+exec(PRESENT_PAGES)
+
+
 def scan_memory(pid, needle):
     """Regions of process `pid` whose memory contains `needle` (read through /proc/PID/mem)."""
     hits = []
@@ -458,24 +532,24 @@ def scan_memory(pid, needle):
                 start, end = (int(x, 16) for x in r[0].split("-"))
                 if end - start > (1 << 30):
                     continue  # an address-space reservation (AddressSanitizer's shadow), not data
-                pos = start
-                while pos < end:
-                    n = min(end - pos, 1 << 22)
-                    try:
-                        mem.seek(pos)
-                        chunk = mem.read(n + len(needle))
-                    except OSError:
-                        break
-                    if needle in chunk:
-                        hits.append(f"{r[0]} {r[5] if len(r) > 5 else ''}")
-                        break
-                    pos += n
+                for first, last in present_spans(pid, start, end):  # noqa: F821 (PRESENT_PAGES)
+                    pos = first
+                    while pos < last and not (hits and hits[-1].startswith(r[0])):
+                        n = min(last - pos, 1 << 22)
+                        try:
+                            mem.seek(pos)
+                            chunk = mem.read(n + len(needle) if pos + n < last else n)
+                        except OSError:
+                            break
+                        if needle in chunk:
+                            hits.append(f"{r[0]} {r[5] if len(r) > 5 else ''}")
+                        pos += n
     except OSError:
         pass  # the process went away, or (unprivileged) may not read it
     return hits
 
 
-AS_NOBODY = """
+AS_NOBODY = PRESENT_PAGES + """
 import json, sys
 secret = sys.stdin.buffer.read()
 found = {}
@@ -494,9 +568,10 @@ for pid in json.loads(sys.argv[1]):
                 if not r[1].startswith('rw') or (len(r) > 5 and r[5] in ('[vvar]', '[vsyscall]')):
                     continue
                 start, end = (int(x, 16) for x in r[0].split('-'))
+                if end - start > (1 << 30):
+                    continue
                 try:
-                    mem.seek(start)
-                    if secret in mem.read(min(end - start, 64 << 20)):
+                    if any(secret in (mem.seek(a), mem.read(b - a))[1] for a, b in present_spans(pid, start, end)):
                         what.append('mem ' + r[0])
                         break
                 except OSError:
@@ -513,7 +588,7 @@ import signal, subprocess, time
 released = []
 signal.signal(signal.SIGUSR1, lambda signum, frame: released.append(signum))
 child = subprocess.Popen(['/bin/sleep', '{token}'])
-deadline = time.monotonic() + 50
+deadline = time.monotonic() + 55
 while not released and time.monotonic() < deadline:
     time.sleep(0.05)
 child.kill()
@@ -552,7 +627,7 @@ class TestHostView(RunCase):
         server.wait_pools_ready(profiles=["general"])
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             held = pool.submit(server.execute, HOLD.format(token=token), path="/v1/execute", profile="general",
-                               timeout=58)
+                               timeout=60)
             run_pid = None
             try:
                 deadline = time.monotonic() + 30
@@ -561,11 +636,19 @@ class TestHostView(RunCase):
                     run_pid = next((i["ppid"] for p, i in procs.items() if token.encode() in i["cmdline"]), None)
                     time.sleep(0.05)
                 self.assertIsNotNone(run_pid, "the run never showed up on the host")
-                # Its uid first: the memory scan below can take most of the run's 50 s hold on a loaded host.
+                # Its uid first: the memory scan below can take most of the run's 55 s hold on a loaded host.
                 run_uid = host_uid_of(run_pid) if os.geteuid() == 0 else 65534
+                scan_start = time.monotonic()
                 procs = host_processes()
                 under = descendants(server.proc.pid, procs)
                 exec_d = [p for p in under if procs[p]["cmdline"].strip(b"\0")]
+                # As the run's own host uid (each run has one of its own when the server is root),
+                # beside the scan as root below: together they must fit in the run's hold.
+                nobody = concurrent.futures.ThreadPoolExecutor(1)
+                nobody_run = nobody.submit(subprocess.run, [NOBODY_PYTHON, "-c", AS_NOBODY, json.dumps(under)],
+                                           input=secret, capture_output=True, timeout=120,
+                                           preexec_fn=drop_to(run_uid))
+                nobody.shutdown(wait=False)
                 root_view = {}
                 for pid in exec_d:
                     try:
@@ -578,11 +661,11 @@ class TestHostView(RunCase):
                     found += scan_memory(pid, secret)
                     if found:
                         root_view[pid] = (procs[pid]["cmdline"][:60], found)
-                # As the run's own host uid (each run has one of its own when the server is root).
-                p = subprocess.run([NOBODY_PYTHON, "-c", AS_NOBODY, json.dumps(under)], input=secret,
-                                   capture_output=True, timeout=120, preexec_fn=drop_to(run_uid))
+                p = nobody_run.result(130)
                 self.assertEqual(p.returncode, 0, p.stderr.decode())
                 nobody_view = json.loads(p.stdout)
+                scan_s = time.monotonic() - scan_start
+                print(f"[ host    ] the two scans of {len(under)} processes took {scan_s:.1f} s", file=sys.stderr)
             finally:
                 if run_pid is not None:
                     try:
@@ -592,7 +675,9 @@ class TestHostView(RunCase):
         status, body = held.result(120)
         self.assertEqual(status, 200, body)
         assert_mode(self, body)
-        self.assertIn("RELEASED True", body["stdout"])
+        self.assertIn("RELEASED True", body["stdout"],
+                      f"the held run ended before the scans did ({scan_s:.1f} s): "
+                      f"{ {k: body.get(k) for k in ('exit_code', 'timed_out', 'kill_reason', 'duration_ms', 'stderr')} }")
         self.assertIn(run_pid, exec_d)  # the scan covered the run's own program
         self.assertEqual(root_view, {}, "exec'd processes under the server hold the server's secret")
         self.assertEqual(nobody_view, {}, "a host process running as the runs' uid can read the server's "

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""The CPU one run costs (issue 11), against the floors its isolation sets, in one run.
+
+For each profile (default: minimal and data-science) it measures whole-machine CPU
+(`/proc/stat`: user + nice + system + irq + softirq) per run at concurrency c (default 8):
+
+  fork            a Python interpreter that imported the profile's `preimport` modules (as a
+                  zygote does, then gc.freeze()) forks a child that exits at once; c children
+                  in flight at a time
+  fork+ns         the same, the child first calling unshare(user, mount, net, ipc, uts)
+  fork+ns-net     the same without the network namespace (what a run pays when it shares its
+                  zygote's: see docs/benchmarks.md)
+  airlock warm    POST /v1/execute of `print(1)` to a running airlock (warm pool), closed loop
+                  on c keep-alive connections; this process's own CPU (the load generator) is
+                  subtracted
+  airlock cold    the same against a second airlock started with `--pool-size 0` (--cold-url)
+
+and prints airlock warm / (fork+ns), the issue's ratio (target <= 2.5), and the cold ratio.
+
+    bench/cpu_per_run.py --url http://127.0.0.1:8000 [--cold-url http://127.0.0.1:8001] \
+        [-n 1500] [-c 8] [--profiles minimal,data-science] [--json F]
+
+Root (or unprivileged user namespaces) is needed for the fork+ns floor. Standard library only.
+The floors' interpreter is /usr/bin/python3, the one the sandboxes run.
+"""
+
+import argparse
+import ctypes
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+NS_ALL = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+# The floor, run by /usr/bin/python3 in a process of its own: argv = modules flags n c.
+# Prints the number of children that failed to unshare (they must be 0).
+FLOOR = r"""
+import ctypes, gc, importlib, os, sys
+mods = [m for m in sys.argv[1].split(",") if m]
+flags, n, c = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+for m in mods:
+    importlib.import_module(m)
+libc = ctypes.CDLL(None, use_errno=True)
+gc.collect()
+gc.freeze()
+sys.stdout.write("ready\n"); sys.stdout.flush()
+sys.stdin.readline()
+failed = started = running = 0
+while started < n or running:
+    while running < c and started < n:
+        pid = os.fork()
+        if pid == 0:
+            if flags and libc.unshare(flags) != 0:
+                os._exit(3)
+            os._exit(0)
+        started += 1
+        running += 1
+    _, status = os.wait()
+    running -= 1
+    if status != 0:
+        failed += 1
+sys.stdout.write(f"{failed}\n"); sys.stdout.flush()
+"""
+
+
+def machine_cpu_s():
+    """Busy CPU seconds of the whole machine so far (all cores)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def floor(mods, flags, n, c):
+    p = subprocess.Popen([PYTHON,
+                          "-c", FLOOR, ",".join(mods), str(flags), str(n), str(c)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready", "the floor's interpreter did not start"
+    t0, w0 = machine_cpu_s(), time.monotonic()
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    failed = int(p.stdout.readline())
+    t1, w1 = machine_cpu_s(), time.monotonic()
+    p.wait()
+    if failed:
+        raise SystemExit(f"{failed} of {n} floor children failed to unshare({flags:#x}): run as root")
+    return {"cpu_ms_per_run": (t1 - t0) * 1000 / n, "runs_per_s": n / (w1 - w0), "n": n}
+
+
+class Client:
+    def __init__(self, url, token):
+        u = urllib.parse.urlsplit(url)
+        self.host, self.port = u.hostname, u.port or 80
+        self.headers = {"Content-Type": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self.conn = None
+
+    def post(self, path, body):
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+            try:
+                self.conn.request("POST", path, body=body, headers=self.headers)
+                r = self.conn.getresponse()
+                return r.status, r.read()
+            except (OSError, http.client.HTTPException):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get(self, path):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        conn.request("GET", path, headers=self.headers)
+        r = conn.getresponse()
+        return r.status, r.read()
+
+
+def airlock(url, token, profile, n, c, warmup):
+    body = json.dumps({"code": "print(1)", "profile": profile})
+    clients = [Client(url, token) for _ in range(c)]
+    errors = []
+
+    def load(count):
+        left = iter(range(count))
+        lock = threading.Lock()
+
+        def worker(cl):
+            while True:
+                with lock:
+                    if next(left, None) is None:
+                        return
+                status, data = cl.post("/v1/execute", body)
+                if status != 200 or json.loads(data).get("stdout") != "1\n":
+                    errors.append((status, data[:300]))
+
+        ts = [threading.Thread(target=worker, args=(cl,)) for cl in clients]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    load(warmup)
+    time.sleep(1.0)  # the pool refills after the warm-up
+    t0, own0, w0 = machine_cpu_s(), time.process_time(), time.monotonic()
+    load(n)
+    t1, own1, w1 = machine_cpu_s(), time.process_time(), time.monotonic()
+    if errors:
+        raise SystemExit(f"{len(errors)} wrong answers from {url}, e.g. {errors[0]}")
+    return {"cpu_ms_per_run": ((t1 - t0) - (own1 - own0)) * 1000 / n,
+            "loadgen_cpu_ms_per_run": (own1 - own0) * 1000 / n,
+            "runs_per_s": n / (w1 - w0), "n": n}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8000", help="an airlock with its warm pool")
+    ap.add_argument("--cold-url", help="an airlock started with --pool-size 0")
+    ap.add_argument("--token", default=os.environ.get("AIRLOCK_TOKEN", ""))
+    ap.add_argument("--profiles", default="minimal,data-science")
+    ap.add_argument("-n", type=int, default=1500, help="runs per cell (cold: a fifth)")
+    ap.add_argument("-c", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--json", help="write the raw results here")
+    args = ap.parse_args()
+
+    out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "c": args.c, "n": args.n,
+           "loadavg_before": os.getloadavg(), "nproc": os.cpu_count(), "uname": os.uname().release,
+           "profiles": {}}
+    for profile in args.profiles.split(","):
+        status, data = Client(args.url, args.token).get(f"/v1/profiles/{profile}")
+        if status != 200:
+            raise SystemExit(f"GET /v1/profiles/{profile}: {status} {data[:200]!r}")
+        mods = json.loads(data).get("preimport", [])
+        row = {"preimport": mods}
+        row["fork"] = floor(mods, 0, args.n, args.c)
+        row["fork+ns"] = floor(mods, NS_ALL, args.n, args.c)
+        row["fork+ns-net"] = floor(mods, NS_ALL & ~CLONE_NEWNET, args.n, args.c)
+        row["airlock warm"] = airlock(args.url, args.token, profile, args.n, args.c, args.warmup)
+        if args.cold_url:
+            row["airlock cold"] = airlock(args.cold_url, args.token, profile, max(50, args.n // 5), args.c, 10)
+        base = row["fork+ns"]["cpu_ms_per_run"]
+        row["ratio warm"] = row["airlock warm"]["cpu_ms_per_run"] / base
+        if "airlock cold" in row:
+            row["ratio cold"] = row["airlock cold"]["cpu_ms_per_run"] / base
+        out["profiles"][profile] = row
+    out["loadavg_after"] = os.getloadavg()
+
+    names = ["fork", "fork+ns", "fork+ns-net", "airlock warm", "airlock cold"]
+    profiles = list(out["profiles"])
+    print(f"whole-machine CPU per run, c={args.c}, n={args.n} "
+          f"(load {out['loadavg_before'][0]:.1f} -> {out['loadavg_after'][0]:.1f})\n")
+    print("| per run, ms of CPU (runs/s) | " + " | ".join(profiles) + " |")
+    print("|---|" + "---:|" * len(profiles))
+    for name in names:
+        cells = []
+        for p in profiles:
+            r = out["profiles"][p].get(name)
+            cells.append(f"{r['cpu_ms_per_run']:.1f} ({r['runs_per_s']:.0f}/s)" if r else "")
+        if any(cells):
+            print(f"| {name} | " + " | ".join(cells) + " |")
+    for key in ("ratio warm", "ratio cold"):
+        cells = [f"**{out['profiles'][p][key]:.1f}x**" if key in out["profiles"][p] else "" for p in profiles]
+        if any(cells):
+            print(f"| {key.replace('ratio ', 'airlock ')} / (fork+ns) | " + " | ".join(cells) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
