@@ -25,15 +25,14 @@ The floors' interpreter is /usr/bin/python3, the one the sandboxes run.
 """
 
 import argparse
-import ctypes
-import http.client
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
-import urllib.parse
+
+from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -98,39 +97,8 @@ def floor(mods, flags, n, c):
     return {"cpu_ms_per_run": (t1 - t0) * 1000 / n, "runs_per_s": n / (w1 - w0), "n": n}
 
 
-class Client:
-    def __init__(self, url, token):
-        u = urllib.parse.urlsplit(url)
-        self.host, self.port = u.hostname, u.port or 80
-        self.headers = {"Content-Type": "application/json"}
-        if token:
-            self.headers["Authorization"] = f"Bearer {token}"
-        self.conn = None
-
-    def post(self, path, body):
-        for attempt in range(2):
-            if self.conn is None:
-                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
-            try:
-                self.conn.request("POST", path, body=body, headers=self.headers)
-                r = self.conn.getresponse()
-                return r.status, r.read()
-            except (OSError, http.client.HTTPException):
-                self.conn.close()
-                self.conn = None
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-
-    def get(self, path):
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        conn.request("GET", path, headers=self.headers)
-        r = conn.getresponse()
-        return r.status, r.read()
-
-
 def airlock(url, token, profile, n, c, warmup):
-    body = json.dumps({"code": "print(1)", "profile": profile})
+    body = {"code": "print(1)", "profile": profile}
     clients = [Client(url, token) for _ in range(c)]
     errors = []
 
@@ -143,7 +111,7 @@ def airlock(url, token, profile, n, c, warmup):
                 with lock:
                     if next(left, None) is None:
                         return
-                status, data = cl.post("/v1/execute", body)
+                status, data = cl.request("POST", "/v1/execute", body)
                 if status != 200 or json.loads(data).get("stdout") != "1\n":
                     errors.append((status, data[:300]))
 
@@ -181,7 +149,7 @@ def main():
            "loadavg_before": os.getloadavg(), "nproc": os.cpu_count(), "uname": os.uname().release,
            "profiles": {}}
     for profile in args.profiles.split(","):
-        status, data = Client(args.url, args.token).get(f"/v1/profiles/{profile}")
+        status, data = Client(args.url, args.token).request("GET", f"/v1/profiles/{profile}")
         if status != 200:
             raise SystemExit(f"GET /v1/profiles/{profile}: {status} {data[:200]!r}")
         mods = json.loads(data).get("preimport", [])
