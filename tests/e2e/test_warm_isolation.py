@@ -444,7 +444,9 @@ print('REPORT', json.dumps(report))
         # forked from it rather than exec'd), the server's environment and arguments would be
         # in the run's own memory. The program looks for them without containing them whole.
         needles = [split_literal(s) for s in (SECRET_VALUE, SECRET_NAME + "=", server.audit_path)]
-        code = f"""
+        # Only the pages the run has (PRESENT_PAGES): faulting in every untouched page of its
+        # mappings would charge them to its own cgroup (under ASan, past its memory limit).
+        code = PRESENT_PAGES + f"""
 needles = [{", ".join(f"({a}, {b})" for a, b in needles)}]
 hits = []
 scanned = 0
@@ -457,23 +459,24 @@ with open('/proc/self/mem', 'rb', buffering=0) as mem:
         start, end = (int(x, 16) for x in r[0].split('-'))
         if end - start > (1 << 30):
             continue  # an address-space reservation (AddressSanitizer's shadow in test builds), not data
-        pos = start
-        while pos < end:
-            n = min(end - pos, 1 << 20)
-            try:
-                mem.seek(pos)
-                chunk = mem.read(n + 64)
-            except OSError:
-                break
-            scanned += len(chunk)
-            for i, (head, tail) in enumerate(needles):
-                at = chunk.find(head)
-                while at >= 0:
-                    if chunk[at + len(head):at + len(head) + len(tail)] == tail:
-                        hits.append((i, r[0], r[5] if len(r) > 5 else ''))
-                        break
-                    at = chunk.find(head, at + 1)
-            pos += n
+        for first, last in present_spans('self', start, end):
+            pos = first
+            while pos < last:
+                n = min(last - pos, 1 << 20)
+                try:
+                    mem.seek(pos)
+                    chunk = mem.read(n + 64 if pos + n < last else n)
+                except OSError:
+                    break
+                scanned += len(chunk)
+                for i, (head, tail) in enumerate(needles):
+                    at = chunk.find(head)
+                    while at >= 0:
+                        if chunk[at + len(head):at + len(head) + len(tail)] == tail:
+                            hits.append((i, r[0], r[5] if len(r) > 5 else ''))
+                            break
+                        at = chunk.find(head, at + 1)
+                pos += n
 print('SCANNED', scanned)
 print('HITS', hits)
 """
