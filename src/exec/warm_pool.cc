@@ -230,7 +230,6 @@ struct WarmPool::Impl {
   UniqueFd self_exe;
   std::atomic<bool> stop{false};
   std::thread thread;
-  std::atomic<uint64_t> cgroup_counter{0};
 
   // Putting a run in its cgroup waits, on cgroup v1, for an RCU grace period
   // (~9 ms measured here) while doing almost nothing: a few adopter threads do
@@ -292,8 +291,7 @@ struct WarmPool::Impl {
   // The run's own cgroup (the profile's limits), the run's init moved into
   // it, then "go". Thread-safe: touches only the slot.
   Status PutInCgroup(Pool& p, Slot& slot) {
-    auto cgroup = isolation::RunCgroup::Create(
-        host.cgroups, "warm-" + std::to_string(::getpid()) + "-" + std::to_string(cgroup_counter++), p.profile.limits);
+    auto cgroup = isolation::RunCgroup::Create(host.cgroups, isolation::UniqueCgroupName("warm"), p.profile.limits);
     if (!cgroup.ok()) return cgroup.status();
     slot.run.cgroup = std::move(*cgroup);
     RETURN_IF_ERROR(slot.run.cgroup->AddProcessByPidfd(slot.run.pidfd.get()));

@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/random.h"
 #include "base/scope_exit.h"
 #include "base/unique_fd.h"
 #include "isolation/sandbox.h"
@@ -535,6 +536,12 @@ StatusOr<CgroupSetup> DetectCgroups(const std::string& root_override) {
 }
 
 // ---------------------------------------------------------------------------
+
+std::string UniqueCgroupName(const std::string& prefix) {
+  static const std::string tag = base::RandomHex(4);
+  static std::atomic<uint64_t> counter{0};
+  return prefix + "-" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(counter++);
+}
 
 StatusOr<std::unique_ptr<RunCgroup>> RunCgroup::Create(const CgroupSetup& setup, const std::string& name,
                                                        const Limits& limits) {

@@ -74,6 +74,12 @@ struct CgroupStats {
   uint64_t nprocs = 0;           // processes currently in the cgroup
 };
 
+// A name for a run's cgroup no other airlock process makes: `prefix-PID-TAG-N`,
+// TAG random per process. The pid alone is not enough: a server that was
+// killed leaves its empty directories behind, and a later process may get
+// its pid (a CI machine did).
+std::string UniqueCgroupName(const std::string& prefix);
+
 class RunCgroup {
  public:
   // Creates the run's cgroup(s) and writes the limits (memory.max / memory.limit_in_bytes,

@@ -43,7 +43,6 @@ constexpr int kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_N
 constexpr const char* kStaging = "/tmp";
 constexpr int64_t kMiB = 1 << 20;
 
-std::atomic<uint64_t> g_run_counter{0};
 
 StatusOr<std::pair<UniqueFd, UniqueFd>> Pipe(bool nonblocking_read) {
   int fds[2];
@@ -259,8 +258,7 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
   plan.keep_setid_caps = spec.nested_sandbox_host && lease;
   std::unique_ptr<RunCgroup> cgroup;
   if (host.cgroups.version != CgroupVersion::kNone) {
-    std::string name = "run-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++);
-    ASSIGN_OR_RETURN(cgroup, RunCgroup::Create(host.cgroups, name, spec.limits));
+    ASSIGN_OR_RETURN(cgroup, RunCgroup::Create(host.cgroups, UniqueCgroupName("run"), spec.limits));
   }
   plan.rlimits = internal::PlanRlimits(spec.limits, cgroup != nullptr);
 
