@@ -498,7 +498,8 @@ print('HITS', hits)
 
 # Reads only the pages a process has (present or swapped, from /proc/PID/pagemap): reading a
 # page it never touched through /proc/PID/mem would fault it in and charge it to the process's
-# cgroup (under AddressSanitizer, enough of them to get a run killed for memory).
+# cgroup (under AddressSanitizer, enough of them to get a run killed for memory). Source text,
+# so that the host's scans (here, and as the run's uid: AS_NOBODY) and a run's own share it.
 PRESENT_PAGES = """
 import array, os
 def present_spans(pid, start, end):
@@ -519,23 +520,22 @@ def present_spans(pid, start, end):
         spans.append((first, start + len(entries) * page))
     return spans
 """
-exec(PRESENT_PAGES)
 
-
+# scan_memory(pid, needle): the regions of process `pid` whose memory contains `needle`.
+MEMORY_SCAN = PRESENT_PAGES + """
 def scan_memory(pid, needle):
-    """Regions of process `pid` whose memory contains `needle` (read through /proc/PID/mem)."""
     hits = []
     try:
-        with open(f"/proc/{pid}/maps") as f:
+        with open(f'/proc/{pid}/maps') as f:
             regions = [line.split() for line in f]
-        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        with open(f'/proc/{pid}/mem', 'rb', buffering=0) as mem:
             for r in regions:
-                if not r[1].startswith("rw") or (len(r) > 5 and r[5] in ("[vvar]", "[vsyscall]")):
+                if not r[1].startswith('rw') or (len(r) > 5 and r[5] in ('[vvar]', '[vsyscall]')):
                     continue
-                start, end = (int(x, 16) for x in r[0].split("-"))
+                start, end = (int(x, 16) for x in r[0].split('-'))
                 if end - start > (1 << 30):
                     continue  # an address-space reservation (AddressSanitizer's shadow), not data
-                for first, last in present_spans(pid, start, end):  # noqa: F821 (PRESENT_PAGES)
+                for first, last in present_spans(pid, start, end):
                     pos = first
                     while pos < last and not (hits and hits[-1].startswith(r[0])):
                         n = min(last - pos, 1 << 22)
@@ -545,14 +545,15 @@ def scan_memory(pid, needle):
                         except OSError:
                             break
                         if needle in chunk:
-                            hits.append(f"{r[0]} {r[5] if len(r) > 5 else ''}")
+                            hits.append(r[0] + ' ' + (r[5] if len(r) > 5 else ''))
                         pos += n
     except OSError:
         pass  # the process went away, or (unprivileged) may not read it
     return hits
+"""
+exec(MEMORY_SCAN)
 
-
-AS_NOBODY = PRESENT_PAGES + """
+AS_NOBODY = MEMORY_SCAN + """
 import json, sys
 secret = sys.stdin.buffer.read()
 found = {}
@@ -563,28 +564,12 @@ for pid in json.loads(sys.argv[1]):
             what.append('environ')
     except OSError:
         pass
-    try:
-        with open(f'/proc/{pid}/maps') as f:
-            regions = [l.split() for l in f]
-        with open(f'/proc/{pid}/mem', 'rb', buffering=0) as mem:
-            for r in regions:
-                if not r[1].startswith('rw') or (len(r) > 5 and r[5] in ('[vvar]', '[vsyscall]')):
-                    continue
-                start, end = (int(x, 16) for x in r[0].split('-'))
-                if end - start > (1 << 30):
-                    continue
-                try:
-                    if any(secret in (mem.seek(a), mem.read(b - a))[1] for a, b in present_spans(pid, start, end)):
-                        what.append('mem ' + r[0])
-                        break
-                except OSError:
-                    pass
-    except OSError:
-        pass
+    what += ['mem ' + hit for hit in scan_memory(pid, secret)]
     if what:
         found[pid] = what
 print(json.dumps(found))
 """
+
 
 HOLD = """
 import signal, subprocess, time
