@@ -38,6 +38,11 @@ interrupt is killed with its session.
     max_out_files         int   files the run created or changed in the working directory that
                           are reported back as "file" events (default 0: none looked for)
     max_out_bytes         int   their total content bytes (default 0)
+    program               [str] | null   another language's program (an argv, argv[0] an absolute
+                          path): the runner places the input files, runs it with its own standard
+                          streams and without the result channel, waits for it, and reports the
+                          files it wrote and its exit status; no result or error event (see
+                          Runner.run_program). The code is then only the program's file.
 
 In a warm pool (DESIGN §3) the server's zygote embeds CPython, loads this file as a module, calls
 zygote_preimport() once, and in each forked run (after every kernel layer is in force) calls
@@ -192,6 +197,12 @@ class Config:
         self.max_out_bytes = _get(raw, "max_out_bytes", int, 0)
         if self.max_out_files < 0 or self.max_out_bytes < 0:
             raise ConfigError("max_out_files and max_out_bytes must not be negative")
+        self.program = _get(raw, "program", list, None)
+        if self.program is not None and not (
+            self.program and all(isinstance(a, str) and "\0" not in a for a in self.program)
+            and self.program[0].startswith("/")
+        ):
+            raise ConfigError("program must be a non-empty list of strings, the first an absolute path")
 
 
 def _valid_rel_path(path):
@@ -1199,6 +1210,43 @@ class Runner:
             self._finish_threads_and_atexit()
         return self._finish(main_bundle)
 
+    def run_program(self):
+        """Runs config.program (JavaScript, bash) as a child and reports how it ended.
+
+        The runner is only the launcher here: it writes the input files, snapshots the working
+        directory, starts the program with the streams it was given (stdin, stdout, stderr; the
+        result channel is close-on-exec) and the clean environment, waits for it, then reports
+        the files it wrote and its exit status in the end event. A program killed by a signal
+        makes the runner die of the same signal after the events are written, so the run's
+        status is the program's."""
+        cfg = self._cfg
+        for rel, data in cfg.files:
+            try:
+                _place_file(rel, data)
+            except OSError as e:
+                self._warn(f"airlock: cannot write input file {rel!r}: {e.strerror}\n")
+                self._exit_code = 1
+                return self._finish(None)
+        if cfg.max_out_files > 0:
+            self._files_before = _scan_files()[0]
+        try:
+            pid = os.posix_spawn(cfg.program[0], cfg.program, dict(os.environ))
+        except OSError as e:
+            raise ConfigError(f"cannot start {cfg.program[0]!r}: {e.strerror}") from None
+        _, status = os.waitpid(pid, 0)
+        signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        self._exit_code = 128 + signum if signum else os.WEXITSTATUS(status)
+        code = self._finish(None)
+        if signum:
+            import signal
+
+            try:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+            except (OSError, ValueError):
+                pass
+        return code
+
     def _file_lines(self):
         """The file events (and a truncated event) for what the run wrote; see "Files"."""
         cfg = self._cfg
@@ -1571,6 +1619,8 @@ def _run(load, after_fork=False):
             channel = ResultChannel(fd if type(fd) is int else None)
         if after_fork:
             _reseed_after_fork(config.seed)
+        if config.program is not None:
+            return Runner(config, channel).run_program()
         return Runner(config, channel).run()
     except BaseException as e:  # noqa: B902 - the runner must always end with an end event
         import traceback

@@ -137,7 +137,8 @@ std::optional<std::string> E2bRoutes::NewContext(const std::string& owner, const
   c.owner = owner;
   if (request.language && *request.language != "python") {
     *error = {model::ErrorKind::kBadRequest,
-              "language '" + request.language->substr(0, 40) + "' is not supported: airlock runs Python only", ""};
+              "language '" + request.language->substr(0, 40) + "' is not supported here: an E2B context is a live Python interpreter (JavaScript and bash run "
+              "one request at a time through POST /v1/execute)", ""};
     return std::nullopt;
   }
   if (request.cwd) {
@@ -199,7 +200,8 @@ E2bReply E2bRoutes::Execute(const E2bRequest& rq, const E2bHooks& hooks) {
   if (!model::ParseE2bExecuteRequest(rq.body, opt_.caps, &req, &error)) return Error(error);
   if (req.language && *req.language != "python") {
     return Error({model::ErrorKind::kBadRequest,
-                  "language '" + req.language->substr(0, 40) + "' is not supported: airlock runs Python only", ""});
+                  "language '" + req.language->substr(0, 40) + "' is not supported here: an E2B context is a live Python interpreter (JavaScript and bash run "
+              "one request at a time through POST /v1/execute)", ""});
   }
   if (req.env_vars > 0) {
     return Error({model::ErrorKind::kBadRequest,

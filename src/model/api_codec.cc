@@ -323,10 +323,14 @@ bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, Execute
       return false;
     }
     std::string lang = it->get<std::string>();
-    if (lang != "python" && lang != "python3") {
-      *error = Unprocessable("language", "language: '" + lang.substr(0, 64) + "' is not supported (supported: python)");
+    if (lang == "python3") lang = "python";
+    if (lang == "js" || lang == "node") lang = "javascript";
+    if (lang != "python" && lang != "javascript" && lang != "bash") {
+      *error = Unprocessable("language", "language: '" + lang.substr(0, 64) +
+                                             "' is not supported (supported: python, javascript, bash)");
       return false;
     }
+    request->language = std::move(lang);
   }
   if (it = doc.find("limits"); it != doc.end() && !it->is_null()) {
     if (!ParseLimits(*it, &request->limits, error)) return false;
@@ -475,6 +479,7 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
       {"resources", std::move(resources)},
       {"audit", {{"mode", std::move(modes)}}},
       {"language", p.language},
+      {"languages", p.languages},
       {"network", p.network},
       {"matplotlib", p.matplotlib},
       {"approval", {{"policy", p.approval_policy}, {"rules", p.approval_rules},

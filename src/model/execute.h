@@ -99,7 +99,9 @@ struct ExecuteRequest {
   std::string code;                    // valid UTF-8 (checked)
   std::optional<double> timeout_s;     // absent: the profile's default
   std::optional<std::string> profile;  // absent: the server's default profile
-  std::string language = "python";
+  // "python", "javascript" or "bash" (aliases normalized); empty: the
+  // profile's first language.
+  std::string language;
   LimitsRequest limits;
   // Set by the transport, never read from the body: the response is streamed
   // (Accept: application/x-ndjson or text/event-stream), so the run's stdout
@@ -214,7 +216,8 @@ struct ProfileView {
   int64_t disk_bytes = 0;
   int64_t output_bytes = 0;
   std::optional<double> cpu_time_s;
-  std::string language;
+  std::string language;                // the first of languages: what a request gets by default
+  std::vector<std::string> languages;  // what the profile allows
   std::string network;
   bool matplotlib = false;
   bool is_default = false;

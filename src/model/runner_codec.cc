@@ -55,6 +55,7 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
     j["code"] = *c.code;
     j.erase("code_path");
   }
+  if (!c.program.empty()) j["program"] = c.program;
   if (c.session) j["session"] = true;
   if (c.call > 0) j["call"] = c.call;
   return Dump(j);

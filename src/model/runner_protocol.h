@@ -53,6 +53,10 @@ struct RunnerConfig {
   std::vector<InputFile> files;
   int64_t max_out_files = 0;
   int64_t max_out_bytes = 0;
+  // Another language's program (an argv; argv[0] absolute): the runner only
+  // places the files, runs it and reports its files and status (no result or
+  // error event). Empty: the code is Python and the runner runs it.
+  std::vector<std::string> program;
 };
 
 std::string RunnerConfigToJson(const RunnerConfig& config);

@@ -141,7 +141,7 @@ struct Parsed {
   std::optional<double> cpu, timeout_max, timeout_default, cpu_time;
   std::optional<std::vector<ScanStage>> pre, post;
   std::optional<AuditMode> mode_ast, mode_blocklist, mode_patterns, mode_runtime;
-  std::optional<Language> language;
+  std::optional<std::vector<Language>> languages;
   std::optional<Network> network;
   std::optional<int64_t> max_in, max_out, max_out_files;
   std::optional<double> session_idle, session_max_idle, session_ttl, session_max_ttl;
@@ -364,6 +364,29 @@ class FileParser {
                 });
   }
 
+  // `languages: [python, javascript, bash]`, or `language: python` (one).
+  Status ParseLanguages(const std::string& key, const YAML::Node& v, int line) {
+    if (p_.languages) {
+      return Err(v, line, key, "`language` and `languages` are one setting: write only `languages: [...]`");
+    }
+    std::vector<Language> out;
+    auto add = [&](const std::string& path, const std::string& text, const YAML::Node& item, int item_line) -> Status {
+      std::optional<Language> l = LanguageFromName(text);
+      if (!l) return Err(item, item_line, path, Quote(text) + " is not supported (supported: python, javascript, bash)");
+      if (std::find(out.begin(), out.end(), *l) == out.end()) out.push_back(*l);
+      return Status::Ok();
+    };
+    if (v.IsScalar()) {
+      ASSIGN_OR_RETURN(std::string text, Text(key, v, line, "a language name"));
+      RETURN_IF_ERROR(add(key, text, v, line));
+    } else {
+      RETURN_IF_ERROR(List(key, v, line, "language names", "a language name", "[python, javascript, bash]", add));
+    }
+    if (out.empty()) return Err(v, line, key, "at least one language is needed (e.g. [python])");
+    p_.languages = std::move(out);
+    return Status::Ok();
+  }
+
   Status ParseRoot(const YAML::Node& root) {
     if (!root.IsMap()) {
       return Err(root, 1, "",
@@ -373,7 +396,7 @@ class FileParser {
     RETURN_IF_ERROR(ForEachKey(
         root, 1, "",
         {"name", "description", "extends", "imports", "blocklist", "preimport", "resources",
-         "scan_stages", "audit", "language", "network", "files", "sessions", "matplotlib", "approval"},
+         "scan_stages", "audit", "language", "languages", "network", "files", "sessions", "matplotlib", "approval"},
         [&](const std::string& key, const YAML::Node& v, int line) -> Status {
           Note(key, v, line);
           if (key == "name") {
@@ -413,12 +436,8 @@ class FileParser {
                                 Note(k, mv, l);
                                 return ParseAuditModes(k, mv, l);
                               });
-          } else if (key == "language") {
-            ASSIGN_OR_RETURN(std::string lang, Text(key, v, line, "a language name"));
-            if (lang != "python") {
-              return Err(v, line, key, Quote(lang) + " is not supported (supported: python)");
-            }
-            p_.language = Language::kPython;
+          } else if (key == "language" || key == "languages") {
+            return ParseLanguages(key, v, line);
           } else if (key == "network") {
             std::string net = v.IsScalar() ? v.Scalar() : Describe(v);
             if (!v.IsScalar() || net != "none") {
@@ -825,7 +844,7 @@ StatusOr<Resolved> Resolve(const Resolved* parent, const Parsed& c) {
   Set(&p.audit.blocklist_audit, c.mode_blocklist);
   Set(&p.audit.audit_patterns, c.mode_patterns);
   Set(&p.audit.runtime_imports, c.mode_runtime);
-  Set(&p.language, c.language);
+  Set(&p.languages, c.languages);
   Set(&p.network, c.network);
   Set(&p.files.max_in_bytes, c.max_in);
   Set(&p.files.max_out_bytes, c.max_out);

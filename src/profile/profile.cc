@@ -4,6 +4,10 @@
 
 namespace airlock::profile {
 
+bool Profile::AllowsLanguage(Language language) const {
+  return std::find(languages.begin(), languages.end(), language) != languages.end();
+}
+
 bool Profile::AllowsImport(std::string_view module) const {
   if (any_import) return true;
   for (const std::string& allowed : allowed_imports) {
@@ -78,8 +82,19 @@ std::string_view LanguageName(Language language) {
   switch (language) {
     case Language::kPython:
       return "python";
+    case Language::kJavaScript:
+      return "javascript";
+    case Language::kBash:
+      return "bash";
   }
   return "?";
+}
+
+std::optional<Language> LanguageFromName(std::string_view name) {
+  if (name == "python" || name == "python3") return Language::kPython;
+  if (name == "javascript" || name == "js" || name == "node") return Language::kJavaScript;
+  if (name == "bash") return Language::kBash;
+  return std::nullopt;
 }
 
 std::string_view NetworkName(Network network) {

@@ -35,7 +35,10 @@ enum class AuditMode {
   kOff,      // the layer does not run (not allowed for runtime_imports)
 };
 
-enum class Language { kPython };
+// What a run's code is written in. Python runs under airlock's runner (the
+// analyzer, the import hook, results and the warm path); the others run cold,
+// launched by the runner, with the kernel layers as their only check.
+enum class Language { kPython, kJavaScript, kBash };
 enum class Network { kNone };  // loopback only; the one mode there is
 
 struct BlocklistEntry {
@@ -117,7 +120,9 @@ struct Profile {
   Resources resources;
   ScanStages scan_stages;
   AuditModes audit;
-  Language language = Language::kPython;
+  // The languages a request may ask for, in the order written (never empty);
+  // the first is the one a request that names none gets.
+  std::vector<Language> languages = {Language::kPython};
   Network network = Network::kNone;
   FileLimits files;
   SessionLifetimes sessions;
@@ -128,6 +133,7 @@ struct Profile {
   // module or one of its parent packages is listed ("numpy" allows
   // "numpy.linalg"; a listed "os.path" allows "os.path", not "os").
   bool AllowsImport(std::string_view module) const;
+  bool AllowsLanguage(Language language) const;
   // The mode of a stage's layer (audit.mode).
   AuditMode ModeOf(ScanStage stage) const;
 };
@@ -137,7 +143,10 @@ std::string_view ScanStageName(ScanStage stage);
 std::optional<ScanStage> ScanStageFromName(std::string_view name);
 // "enforce", "observe", "off".
 std::string_view AuditModeName(AuditMode mode);
-std::string_view LanguageName(Language language);  // "python"
+std::string_view LanguageName(Language language);  // "python", "javascript", "bash"
+// A language's name as requests and profiles write it: "python" (or
+// "python3"), "javascript" (or "js", "node"), "bash"; nullopt otherwise.
+std::optional<Language> LanguageFromName(std::string_view name);
 std::string_view NetworkName(Network network);     // "none"
 std::string_view ApprovalPolicyName(ApprovalPolicy policy);  // "never", "always", "on_findings"
 

@@ -14,6 +14,7 @@
 #include "model/runner_protocol.h"
 #include "profile/units.h"
 #include "service/embedded_runner.h"
+#include "service/language_runtime.h"
 #include "service/sha256.h"
 
 namespace airlock::service {
@@ -21,7 +22,12 @@ namespace {
 
 constexpr const char* kRunnerPath = "/sandbox/airlock_runner.py";
 constexpr const char* kConfigPath = "/sandbox/config.json";
-constexpr const char* kCodePath = "/sandbox/main.py";
+
+std::string LanguageList(const std::vector<profile::Language>& languages) {
+  std::string out;
+  for (profile::Language l : languages) out += (out.empty() ? "" : ", ") + std::string(profile::LanguageName(l));
+  return out;
+}
 
 bool IsBlank(std::string_view code) {
   return std::all_of(code.begin(), code.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
@@ -174,6 +180,18 @@ StatusOr<std::unique_ptr<Service>> Service::Create(ServiceOptions options) {
   }
   options.max_event_bytes += need;
   std::unique_ptr<Service> s(new Service(std::move(options)));
+  bool javascript = false, bash = false;
+  for (const profile::Profile& p : s->options_.profiles.profiles()) {
+    javascript = javascript || p.AllowsLanguage(profile::Language::kJavaScript);
+    bash = bash || p.AllowsLanguage(profile::Language::kBash);
+  }
+  s->languages_ = ProbeHostLanguages(javascript, bash);
+  for (auto [wanted, language] : {std::pair{javascript, profile::Language::kJavaScript}, {bash, profile::Language::kBash}}) {
+    if (std::string missing = s->languages_.Missing(language); wanted && !missing.empty()) {
+      log::Warn("a profile allows " + std::string(profile::LanguageName(language)) + ", but " + missing +
+                ": its requests will be refused (422)");
+    }
+  }
   for (const profile::Profile& p : s->options_.profiles.profiles()) {
     s->analyzers_.emplace(p.name, analyzer::Analyzer(PolicyFor(p, s->options_.max_code_bytes)));
   }
@@ -197,6 +215,24 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     return out;
   }
   out.profile_name = p->name;
+
+  // The language: the profile's first unless the request names one it allows.
+  profile::Language language = p->languages.front();
+  if (!req.language.empty()) {
+    std::optional<profile::Language> asked = profile::LanguageFromName(req.language);
+    if (!asked || !p->AllowsLanguage(*asked)) {
+      out.error = Invalid("language", "language: '" + req.language.substr(0, 64) + "' is not allowed by profile " +
+                                          p->name + " (it allows: " + LanguageList(p->languages) +
+                                          "); pick one of those or a profile that allows it");
+      return out;
+    }
+    language = *asked;
+  }
+  if (std::string missing = languages_.Missing(language); !missing.empty()) {
+    out.error = Invalid("language", "language: " + missing);
+    return out;
+  }
+  const bool python = language == profile::Language::kPython;
 
   // 2. The limits: an out-of-range timeout is the caller's mistake (422, as
   // on the fips sidecar); the other limits are clamped to the ceilings and
@@ -242,7 +278,17 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   // 5. Static analysis under the profile's modes.
   std::vector<model::Violation> rejecting, warnings;
   auto an = analyzers_.find(p->name);
-  if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
+  if (!python) {
+    // The analyzer reads Python only: say so rather than let silence pass for a clean check.
+    model::Violation v;
+    v.rule = "no_static_check";
+    v.message = "no static check ran: the analyzer reads Python, not " + std::string(profile::LanguageName(language)) +
+                "; the kernel layers (namespaces, seccomp, Landlock, cgroups) are this run's only boundary";
+    v.severity = "info";
+    v.stage = "ast_scan";
+    v.compat = v.rule + ": " + v.message;
+    warnings.push_back(std::move(v));
+  } else if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
     analyzer::Result r = an->second.Analyze(req.code);
     for (const analyzer::Finding& f : r.findings) {
       profile::ScanStage stage = StageOf(f);
@@ -268,6 +314,9 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   if (all_held) held = true;
   if (approval.policy == profile::ApprovalPolicy::kOnFindings) {
     for (const model::Violation& v : warnings) held = held || approval.Holds(v.rule);
+    // Code the analyzer cannot read cannot be shown free of the listed
+    // findings: a person decides (fail closed).
+    held = held || !python;
   }
   if (!rejecting.empty() && !all_held) {
     out.verdict = Verdict::kRejected;
@@ -280,6 +329,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   auto plan = std::make_unique<Plan>();
   plan->request_id = request_id;
   plan->profile_name = p->name;
+  plan->language = language;
   if (held) {
     // The person sees every finding, the held rejecting ones first.
     out.violations = rejecting;
@@ -288,9 +338,11 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   }
   plan->warnings = std::move(warnings);
 
+  const LanguageRuntime runtime = RuntimeOf(language, languages_);
   model::RunnerConfig cfg;
-  cfg.code_path = kCodePath;
-  cfg.filename = "main.py";
+  cfg.code_path = runtime.code_path;
+  cfg.filename = runtime.filename;
+  cfg.program = runtime.program;
   cfg.any_import = p->any_import;
   cfg.allowed_imports = p->allowed_imports;
   cfg.runtime_imports_mode = p->audit.runtime_imports == profile::AuditMode::kObserve ? "observe" : "enforce";
@@ -309,7 +361,8 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   plan->max_out_files = cfg.max_out_files;
   plan->max_out_bytes = cfg.max_out_bytes;
 
-  if (options_.pool != nullptr && options_.pool->Serves(p->name)) {
+  // Only Python has a warm path (a zygote is a warm CPython).
+  if (python && options_.pool != nullptr && options_.pool->Serves(p->name)) {
     model::RunnerConfig warm = cfg;
     warm.code = req.code;
     warm.code_path.clear();
@@ -323,7 +376,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", kRunnerPath, kConfigPath};
   spec.env = RunEnvironment();
   spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
-  spec.files.push_back({kCodePath, req.code, 0444});
+  spec.files.push_back({runtime.code_path, req.code, 0444});
   spec.files.push_back({kConfigPath, model::RunnerConfigToJson(cfg), 0444});
   spec.limits = ToSandboxLimits(limits);
   spec.degradable = options_.host->degradable;
@@ -519,7 +572,7 @@ std::vector<std::string> RunEnvironment() {
 std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profiles) {
   std::vector<exec::PoolProfile> out;
   for (const profile::Profile& p : profiles.profiles()) {
-    if (p.language != profile::Language::kPython) continue;
+    if (!p.AllowsLanguage(profile::Language::kPython)) continue;
     exec::PoolProfile pp;
     pp.name = p.name;
     pp.preimport = p.preimport;
@@ -552,7 +605,8 @@ model::ProfileView Service::View(const profile::Profile& p) const {
   v.disk_bytes = p.resources.disk_bytes;
   v.output_bytes = p.resources.output_bytes;
   v.cpu_time_s = p.resources.cpu_time_s;
-  v.language = std::string(profile::LanguageName(p.language));
+  v.language = std::string(profile::LanguageName(p.languages.front()));
+  for (profile::Language l : p.languages) v.languages.emplace_back(profile::LanguageName(l));
   v.network = std::string(profile::NetworkName(p.network));
   v.matplotlib = p.matplotlib;
   v.is_default = p.name == options_.profiles.default_name();

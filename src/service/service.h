@@ -37,6 +37,7 @@
 #include "model/runner_protocol.h"
 #include "profile/limits.h"
 #include "profile/profile.h"
+#include "service/language_runtime.h"
 
 namespace airlock::service {
 
@@ -66,6 +67,7 @@ model::EffectiveLimitsView ToView(const profile::EffectiveLimits& limits);
 struct Plan {
   std::string request_id;
   std::string profile_name;
+  profile::Language language = profile::Language::kPython;
   profile::EffectiveLimits limits;
   std::vector<model::Violation> warnings;  // findings that did not reject the code
   isolation::Spec spec;
@@ -184,6 +186,7 @@ class Service {
 
   ServiceOptions options_;
   std::map<std::string, analyzer::Analyzer, std::less<>> analyzers_;  // by profile name
+  HostLanguages languages_;  // what this host can run besides Python
 };
 
 // The `result`, `results`, `error` parts come from the runner; everything

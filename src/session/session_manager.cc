@@ -128,6 +128,14 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
     out.error = p.error;
     return out;
   }
+  if (p.plan->language != profile::Language::kPython) {
+    out.error = {model::ErrorKind::kUnprocessable,
+                 "language: a session is a live Python interpreter; '" +
+                     std::string(profile::LanguageName(p.plan->language)) +
+                     "' code runs one request at a time through POST /v1/execute",
+                 "language"};
+    return out;
+  }
   profile::EffectiveLimits limits = p.plan->limits;
   const std::string profile_name = p.plan->profile_name;
   // The profile's lifetimes where it sets them, the server's flags otherwise.

@@ -74,7 +74,7 @@ TEST(ParseProfileYamlTest, EmptyMappingTakesTheDefaults) {
   EXPECT_FALSE(p.resources.cpu_time_s.has_value());
   EXPECT_THAT(p.scan_stages.pre, ElementsAre(ScanStage::kAstScan));
   EXPECT_EQ(p.audit.runtime_imports, AuditMode::kEnforce);
-  EXPECT_EQ(p.language, Language::kPython);
+  EXPECT_THAT(p.languages, ElementsAre(Language::kPython));
   EXPECT_FALSE(p.matplotlib);
 }
 
@@ -199,7 +199,7 @@ TEST(ProfileErrorTest, UnknownKeyListsTheValidOnes) {
   EXPECT_EQ(
       Error("name: t\nimport:\n  allowed: [math]\n"),
       "profiles/t.yaml:2: import: unknown key (valid keys: name, description, extends, imports, "
-      "blocklist, preimport, resources, scan_stages, audit, language, network, files, "
+      "blocklist, preimport, resources, scan_stages, audit, language, languages, network, files, "
       "sessions, matplotlib, approval)");
   EXPECT_EQ(Error("sessions:\n  ttl: 0\n"),
             "profiles/t.yaml:2: sessions.ttl: '0' is out of range (more than 0, at most 31622400 seconds)");
@@ -252,9 +252,30 @@ TEST(ProfileErrorTest, NetworkOtherThanNone) {
   EXPECT_THAT(Error("network: [none]\n"), HasSubstr("network: only 'none' is supported"));
 }
 
-TEST(ProfileErrorTest, LanguageOtherThanPython) {
+TEST(ProfileErrorTest, UnknownLanguagesAndBothKeys) {
   EXPECT_EQ(Error("language: ruby\n"),
-            "profiles/t.yaml:1: language: 'ruby' is not supported (supported: python)");
+            "profiles/t.yaml:1: language: 'ruby' is not supported (supported: python, javascript, bash)");
+  EXPECT_THAT(Error("languages: [python, cobol]\n"),
+              HasSubstr("languages[1]: 'cobol' is not supported (supported: python, javascript, bash)"));
+  EXPECT_THAT(Error("languages: []\n"), HasSubstr("languages: at least one language is needed"));
+  EXPECT_THAT(Error("language: python\nlanguages: [bash]\n"),
+              HasSubstr("`language` and `languages` are one setting"));
+}
+
+TEST(ProfileLanguagesTest, ListOrderAliasesAndInheritance) {
+  StatusOr<ProfileSet> parsed = ParseSet({{"p/base.yaml", "languages: [bash, js, python, bash]\n"},
+                                          {"p/child.yaml", "extends: base\n"},
+                                          {"p/narrow.yaml", "extends: base\nlanguage: python3\n"}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const ProfileSet& set = *parsed;
+  const Profile* base = set.Find("base");
+  ASSERT_NE(base, nullptr);
+  // Written order kept (the first is the default), aliases folded, duplicates dropped.
+  EXPECT_THAT(base->languages, ElementsAre(Language::kBash, Language::kJavaScript, Language::kPython));
+  EXPECT_TRUE(base->AllowsLanguage(Language::kJavaScript));
+  EXPECT_THAT(set.Find("child")->languages, ElementsAre(Language::kBash, Language::kJavaScript, Language::kPython));
+  EXPECT_THAT(set.Find("narrow")->languages, ElementsAre(Language::kPython));
+  EXPECT_FALSE(set.Find("narrow")->AllowsLanguage(Language::kBash));
 }
 
 TEST(ProfileErrorTest, InvalidYamlReportsTheLine) {

@@ -47,7 +47,14 @@ TEST_F(ShippedProfilesTest, AllLoadAndMinimalIsTheDefault) {
     EXPECT_EQ(p.source, std::string(AIRLOCK_TEST_PROFILES_DIR) + "/" + p.name + ".yaml");
     EXPECT_FALSE(p.description.empty()) << p.name;
     EXPECT_EQ(p.network, Network::kNone);
-    EXPECT_EQ(p.language, Language::kPython);
+    // Python first (the default language) everywhere; the others only where
+    // the kernel is the boundary anyway (general: no import allowlist).
+    EXPECT_EQ(p.languages.front(), Language::kPython) << p.name;
+    if (p.name == "general") {
+      EXPECT_THAT(p.languages, ElementsAre(Language::kPython, Language::kJavaScript, Language::kBash));
+    } else {
+      EXPECT_THAT(p.languages, ElementsAre(Language::kPython)) << p.name;
+    }
     EXPECT_TRUE(p.scan_stages.post.empty());
   }
 }

@@ -29,6 +29,15 @@ TEST(ParseExecuteRequest, Fields) {
   EXPECT_EQ(r.limits.cpu, 0.25);
   EXPECT_EQ(r.limits.pids, 4);
   EXPECT_EQ(r.limits.output, "1000");
+  EXPECT_EQ(r.language, "python");
+  for (auto [given, normal] : {std::pair{"python3", "python"}, {"js", "javascript"}, {"node", "javascript"},
+                               {"javascript", "javascript"}, {"bash", "bash"}}) {
+    ASSERT_TRUE(Parse(std::string(R"({"code": "x", "language": ")") + given + "\"}", &r, &e)) << e.message;
+    EXPECT_EQ(r.language, normal);
+  }
+  ExecuteRequest unnamed;
+  ASSERT_TRUE(Parse(R"({"code": "x"})", &unnamed, &e));
+  EXPECT_EQ(unnamed.language, "");  // the profile's first language
   ASSERT_TRUE(Parse(R"({"code": "x", "timeout": 3})", &r, &e));
   EXPECT_EQ(r.timeout_s, 3.0);
   ASSERT_TRUE(Parse(R"({"code": "x", "timeout": null, "files": []})", &r, &e));
