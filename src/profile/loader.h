@@ -15,7 +15,7 @@
 //   scan_stages: {pre: [ast_scan, blocklist_audit], post: []}
 //   audit: {mode: {ast_scan: enforce, blocklist_audit: enforce,
 //                  audit_patterns: observe, runtime_imports: enforce}}
-//   language: python
+//   languages: [python, javascript, bash]   # or `language: python`; the first is the default
 //   network: none
 //   files: {max_in_bytes: 10Mi, max_out_bytes: 10Mi, max_out_files: 64}
 //   matplotlib: false
@@ -24,7 +24,7 @@
 // imports.additional adds to the parent's allowlist; blocklist and preimport
 // are the parent's entries then the child's; in resources, files and
 // audit.mode a key the child sets replaces the parent's, key by key; every
-// other key the child sets (description, scan_stages.pre/post, language,
+// other key the child sets (description, scan_stages.pre/post, languages,
 // network, matplotlib) replaces the parent's value. Missing keys in a root
 // profile take the defaults of the Profile struct (profile.h).
 //

@@ -339,6 +339,28 @@ class OnFindings(unittest.TestCase):
         self.assertIn("blocked-call", [f["rule"] for f in body["findings"]])
         decide(body["approval_id"], "deny")
 
+    def test_code_the_analyzer_cannot_read_is_held_under_on_findings(self):
+        # JavaScript and bash get no static check, so they cannot be shown free of the listed
+        # findings: an on_findings profile holds them for a person (fail closed).
+        if not os.access("/usr/bin/node", os.X_OK):
+            self.skipTest("/usr/bin/node is not installed")
+        code = "console.log('js-approved', 6 * 7)\n"
+        status, _, body = submit(code, profile="held-observe", language="javascript")
+        self.assertEqual(status, 202, body)
+        self.assertEqual([f["rule"] for f in body["findings"]], ["no_static_check"])
+        aid = body["approval_id"]
+        self.assertEqual(decide(aid, "approve", code_sha256=sha(code))[0], 200)
+        done = wait_status(aid, ["ran", "failed"], token=RUN_TOKEN)
+        self.assertEqual(done["status"], "ran", done)
+        self.assertEqual(done["result"]["stdout"], "js-approved 42\n")
+        # Denied: refused, never run.
+        status, _, body = submit("echo never-ran\n", profile="held-observe", language="bash")
+        self.assertEqual(status, 202, body)
+        self.assertEqual(decide(body["approval_id"], "deny")[0], 200)
+        self.assertEqual(wait_status(body["approval_id"], ["denied"])["status"], "denied")
+        self.assertFalse([r for r in server.audit_records()
+                          if r.get("approval_id") == body["approval_id"] and r["verdict"] == "ran"])
+
     def test_sessions_do_not_run_code_that_needs_approval(self):
         status, _, body = post("/v1/sessions", {"profile": "gated"}, RUN_TOKEN)
         self.assertEqual(status, 403, body)
