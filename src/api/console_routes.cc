@@ -11,7 +11,7 @@ const char* ConsoleRoutes::kCsp =
 
 bool ConsoleRoutes::Matches(const std::string& path) {
   return path == "/" || path == "/console" || path == "/console/" || path == "/console/app.js" ||
-         path == "/console/app.css";
+         path == "/console/app.css" || path == "/console/editor.js";
 }
 
 ConsoleAsset ConsoleRoutes::Get(const std::string& path) {
@@ -27,8 +27,8 @@ ConsoleAsset ConsoleRoutes::Get(const std::string& path) {
     a.headers.emplace_back("Location", "/console");
     return a;
   }
-  if (path == "/console/app.js") {
-    a.body = std::string(ConsoleFile("app.js"));
+  if (path == "/console/app.js" || path == "/console/editor.js") {
+    a.body = std::string(ConsoleFile(path.substr(std::string("/console/").size())));
     a.content_type = "text/javascript; charset=utf-8";
   } else if (path == "/console/app.css") {
     a.body = std::string(ConsoleFile("app.css"));

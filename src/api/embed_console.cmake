@@ -4,7 +4,7 @@
 # Run as: cmake -DDIR=src/api/console -DOUTPUT=console_assets.cc -P embed_console.cmake
 set(delim "airlock_ui7c2e")
 set(body "")
-foreach(name index.html app.js app.css)
+foreach(name index.html app.js app.css editor.js)
   file(READ "${DIR}/${name}" content)
   string(FIND "${content}" ")${delim}" found)
   if(NOT found EQUAL -1)
@@ -22,6 +22,7 @@ file(WRITE "${OUTPUT}.tmp"
   "  if (name == \"index.html\") return std::string_view(k_index_html, sizeof k_index_html - 1);\n"
   "  if (name == \"app.js\") return std::string_view(k_app_js, sizeof k_app_js - 1);\n"
   "  if (name == \"app.css\") return std::string_view(k_app_css, sizeof k_app_css - 1);\n"
+  "  if (name == \"editor.js\") return std::string_view(k_editor_js, sizeof k_editor_js - 1);\n"
   "  return {};\n"
   "}\n\n"
   "}  // namespace airlock::api\n")

@@ -18,12 +18,14 @@ import tempfile
 import time
 import unittest
 
-from airlock_server import SOURCE_DIR, AirlockServer, scaled
+from airlock_server import SOURCE_DIR, AirlockServer, expected_mode, scaled
 
 try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
     HAVE_SELENIUM = True
 except ImportError:
@@ -72,8 +74,10 @@ def tearDownModule():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def browser():
+def browser(downloads):
     opts = webdriver.ChromeOptions()
+    opts.add_experimental_option("prefs", {"download.default_directory": downloads,
+                                           "download.prompt_for_download": False})
     opts.binary_location = CHROMIUM
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
               "--window-size=1400,1100", "--no-first-run", "--disable-extensions"):
@@ -85,7 +89,8 @@ def browser():
 class ConsoleInBrowser(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.driver = browser()
+        cls.downloads = tempfile.mkdtemp(prefix="airlock-e2e-console-downloads-", dir=tmp)
+        cls.driver = browser(cls.downloads)
         cls.base = f"http://127.0.0.1:{server.port}"
 
     @classmethod
@@ -101,18 +106,46 @@ class ConsoleInBrowser(unittest.TestCase):
         self.assertTrue(self.driver.save_screenshot(os.path.join(where, f"console-{name}.png")))
 
     def set_code(self, code):
-        area = self.driver.find_element(By.ID, "code")
-        self.driver.execute_script("arguments[0].value = arguments[1];", area, code)
+        # The editor's text (CodeMirror's document), through the page's own hook.
+        self.driver.execute_script("window.airlockConsole.setCode(arguments[0]);", code)
 
-    def run_code(self, code, profile):
-        Select(self.driver.find_element(By.ID, "profile")).select_by_value(profile)
+    def editor_content(self):
+        """The editor's editable element, inside its shadow root (#editor)."""
+        host = self.driver.find_element(By.ID, "editor")
+        root = self.driver.execute_script("return arguments[0].shadowRoot", host)
+        return root.find_element(By.CSS_SELECTOR, ".cm-content")
+
+    def login(self):
+        d = self.driver
+        d.get(self.base + "/console")
+        if d.execute_script("return sessionStorage.getItem('airlock-token')") != OPERATOR:
+            self.wait(lambda d: "token is needed" in d.find_element(By.ID, "token-state").text, what="the token prompt")
+            d.find_element(By.ID, "token").send_keys(OPERATOR)
+            d.find_element(By.ID, "token-save").click()
+        self.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#profile option[value=general]")) == 1,
+                  what="the profiles")
+
+    def run_code(self, code, profile, language=None, typed=False):
+        if profile is not None:
+            Select(self.driver.find_element(By.ID, "profile")).select_by_value(profile)
+        if language is not None:
+            Select(self.driver.find_element(By.ID, "language")).select_by_value(language)
         # The cold path imports matplotlib afresh (seconds under load): the profile's ceiling.
         timeout = self.driver.find_element(By.ID, "timeout")
         timeout.clear()
         timeout.send_keys("30")
-        self.set_code(code)
+        if typed:
+            # As a person would: select all in the editor and type over it.
+            content = self.editor_content()
+            content.click()
+            ActionChains(self.driver).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL) \
+                .send_keys(Keys.DELETE).perform()
+            content.send_keys(code)
+            self.assertEqual(self.driver.execute_script("return window.airlockConsole.getCode()"), code)
+        else:
+            self.set_code(code)
         self.driver.find_element(By.ID, "run").click()
-        self.wait(lambda d: d.find_element(By.ID, "run-state").text in ("done",) or
+        self.wait(lambda d: d.find_element(By.ID, "run-state").text.startswith("done") or
                   d.find_element(By.ID, "run-state").text.startswith(("4", "5", "failed")), what="the run to end")
 
     def csp_violations(self):
@@ -198,6 +231,68 @@ class ConsoleInBrowser(unittest.TestCase):
         self.shot("4-decided")
         self.assertEqual(self.csp_violations(), [])
 
+    def test_editor_languages_and_sessions(self):
+        d = self.driver
+        self.login()
+        # 1. The editor highlights Python, and typed code runs as typed.
+        # (Brackets and quotes the editor closes by itself are typed over, as a person would.)
+        self.run_code("print('typed', 6 * 7)", "general", "python", typed=True)
+        self.assertEqual(d.find_element(By.ID, "stdout").text, "typed 42", d.find_element(By.ID, "report").text)
+        plain = d.execute_script("return getComputedStyle(arguments[0]).color", self.editor_content())
+        colors = d.execute_script("return Array.from(arguments[0].querySelectorAll('.cm-line span'))"
+                                  ".map(s => getComputedStyle(s).color)", self.editor_content())
+        self.assertTrue(set(colors) - {plain}, f"no syntax highlighting: token colours {colors}, text {plain}")
+        # 2. The language picker lists what the profile allows; each runs.
+        Select(d.find_element(By.ID, "profile")).select_by_value("minimal")
+        self.assertEqual([o.get_attribute("value") for o in d.find_elements(By.CSS_SELECTOR, "#language option")],
+                         ["python"])
+        Select(d.find_element(By.ID, "profile")).select_by_value("general")
+        self.assertEqual([o.get_attribute("value") for o in d.find_elements(By.CSS_SELECTOR, "#language option")],
+                         ["python", "javascript", "bash"])
+        self.run_code("console.log('from', typeof process, [3, 1, 2].sort().join())", "general", "javascript")
+        self.assertEqual(d.find_element(By.ID, "stdout").text, "from object 1,2,3", d.find_element(By.ID, "report").text)
+        self.assertIn("no_static_check", d.find_element(By.ID, "report").text)
+        self.shot("5-javascript")
+        self.run_code("echo from bash $((6 * 7))", "general", "bash")
+        self.assertEqual(d.find_element(By.ID, "stdout").text, "from bash 42")
+        # 3. A session: created, run in twice (state kept), its files listed and downloaded, closed.
+        Select(d.find_element(By.ID, "language")).select_by_value("python")
+        d.find_element(By.ID, "session-new").click()
+        if expected_mode() == "cold":
+            # --pool-size 0: a session is a warm run, so there is none; the page says why.
+            self.wait(lambda d: "could not create a session" in d.find_element(By.ID, "sessions-state").text,
+                      what="the refusal")
+            self.assertIn("warm pool", d.find_element(By.ID, "sessions-state").text)
+            self.assertEqual(self.csp_violations(), [])
+            return
+        self.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#sessions .session"), what="the new session")
+        sid = d.find_element(By.CSS_SELECTOR, "#sessions .session").get_attribute("data-id")
+        self.assertEqual(Select(d.find_element(By.ID, "target")).first_selected_option.get_attribute("value"), sid)
+        self.assertFalse(d.find_element(By.ID, "profile").is_enabled())  # the session's profile applies
+        self.run_code("counter = 41\nopen('notes.txt', 'w').write('kept in /tmp')", None, None)
+        self.run_code("counter += 1\ncounter", None, None)
+        self.assertEqual(d.find_element(By.ID, "result").text, "42", d.find_element(By.ID, "report").text)
+        self.assertIn("call 2", d.find_element(By.ID, "run-state").text)
+        card = d.find_element(By.CSS_SELECTOR, f'#sessions .session[data-id="{sid}"]')
+        self.wait(lambda d: "2 call(s)" in card.text, what="the session's call count")
+        self.wait(lambda d: card.find_elements(By.CSS_SELECTOR, "a.session-file"), what="the session's files")
+        link = card.find_element(By.CSS_SELECTOR, "a.session-file")
+        self.assertEqual(link.text, "notes.txt")
+        self.shot("6-session")
+        link.click()
+        saved = os.path.join(self.downloads, "notes.txt")
+        self.wait(lambda d: os.path.exists(saved) and os.path.getsize(saved) == len("kept in /tmp"),
+                  what="the downloaded file")
+        with open(saved) as f:
+            self.assertEqual(f.read(), "kept in /tmp")
+        card.find_element(By.CSS_SELECTOR, "button.close").click()
+        self.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, f'#sessions .session[data-id="{sid}"]'),
+                  what="the closed session to go")
+        status, _, data = server.request("GET", f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {OPERATOR}"})
+        self.assertIn(status, (404, 410), data)  # gone, or a tombstone saying why
+        self.assertTrue(d.find_element(By.ID, "profile").is_enabled())  # back to one-shot runs
+        self.assertEqual(self.csp_violations(), [])
+
     def decision_text(self, aid):
         found = self.driver.find_elements(By.CSS_SELECTOR, f'.decision[data-id="{aid}"]')
         return found[0].text if found else ""
@@ -216,7 +311,8 @@ class ConsoleOverHttp(unittest.TestCase):
         html = body.decode()
         self.assertNotIn("<script>", html)
         self.assertNotRegex(html, r"\son[a-z]+\s*=")
-        for asset, ctype in (("/console/app.js", "text/javascript"), ("/console/app.css", "text/css")):
+        for asset, ctype in (("/console/app.js", "text/javascript"), ("/console/editor.js", "text/javascript"),
+                             ("/console/app.css", "text/css")):
             status, headers, _ = server.get(asset)
             self.assertEqual(status, 200)
             self.assertTrue(headers["content-type"].startswith(ctype))

@@ -44,6 +44,23 @@
 
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
 
+  // ---- the editor ------------------------------------------------------------
+  // CodeMirror (editor.js, bundled from pinned npm packages) when it loaded;
+  // the plain textarea otherwise.
+  const editor = window.AirlockEditor ? window.AirlockEditor.mount($("code"), "python") : null;
+  function getCode() { return editor ? editor.getCode() : $("code").value; }
+  function setCode(text) { if (editor) editor.setCode(text); else $("code").value = text; }
+  // For people scripting the page (and the browser test): the editor's text.
+  window.airlockConsole = { getCode: getCode, setCode: setCode };
+
+  const SAMPLES = {
+    python: 'print("hello from the sandbox")',
+    javascript: 'console.log("hello from the sandbox", process.version)',
+    bash: 'echo "hello from the sandbox: $BASH_VERSION"',
+  };
+
+  function pathUrl(path) { return path.split("/").map(encodeURIComponent).join("/"); }
+
   function errorText(r) {
     if (r.data && r.data.error) return r.status + ": " + r.data.error;
     return "HTTP " + r.status;
@@ -68,6 +85,38 @@
 
   // ---- profiles ------------------------------------------------------------
 
+  let profiles = {};  // name -> the profile as GET /v1/profiles gives it
+
+  // The languages of the picked profile (its first is the default).
+  function fillLanguages() {
+    const sel = $("language");
+    const keep = sel.value;
+    const p = profiles[$("profile").value];
+    const langs = (p && p.languages) || ["python"];
+    clear(sel);
+    for (const l of langs) {
+      const o = el("option", l);
+      o.value = l;
+      sel.appendChild(o);
+    }
+    sel.value = langs.indexOf(keep) >= 0 ? keep : langs[0];
+    languageChanged();
+  }
+
+  let shownLanguage = "python";
+  function languageChanged() {
+    const lang = $("language").value || "python";
+    if (lang === shownLanguage) return;
+    // A sample of the new language replaces the previous one's, never the person's own code.
+    const code = getCode().trim();
+    if (!code || code === SAMPLES[shownLanguage]) setCode(SAMPLES[lang]);
+    shownLanguage = lang;
+    if (editor) editor.setLanguage(lang);
+  }
+
+  $("profile").addEventListener("change", fillLanguages);
+  $("language").addEventListener("change", languageChanged);
+
   async function loadProfiles() {
     const r = await api("GET", "/v1/profiles");
     if (r.status === 401) { showTokenState("a token is needed"); return false; }
@@ -76,12 +125,15 @@
     const sel = $("profile");
     const keep = sel.value;
     clear(sel);
+    profiles = {};
     for (const p of r.data.profiles) {
+      profiles[p.name] = p;
       const o = el("option", p.name + (p.approval && p.approval.policy !== "never" ? " (approval: " + p.approval.policy + ")" : ""));
       o.value = p.name;
       sel.appendChild(o);
     }
     sel.value = keep || r.data.default;
+    fillLanguages();
     return true;
   }
 
@@ -150,18 +202,24 @@
     state.textContent = "running…";
     $("run").disabled = true;
     try {
-      const body = { code: $("code").value, profile: $("profile").value };
+      const session = $("target").value;
+      const body = { code: getCode() };
+      if (!session) {
+        body.profile = $("profile").value;
+        body.language = $("language").value;
+      }
       const t = parseFloat($("timeout").value);
       if (t > 0) body.timeout = t;
-      const res = await fetch("/v1/execute", {
+      const url = session ? "/v1/sessions/" + encodeURIComponent(session) + "/execute" : "/v1/execute";
+      const res = await fetch(url, {
         method: "POST", cache: "no-store", credentials: "omit",
         headers: headers({ "Content-Type": "application/json", "Accept": "application/x-ndjson" }),
         body: JSON.stringify(body),
       });
       const type = res.headers.get("Content-Type") || "";
       if (res.status === 200 && type.indexOf("application/x-ndjson") === 0) {
-        await readStream(res);
-        state.textContent = "done";
+        const end = await readStream(res);
+        state.textContent = end && end.execution_count ? "done (call " + end.execution_count + " of the session)" : "done";
       } else {
         const data = type.indexOf("application/json") === 0 ? await res.json() : null;
         if (res.status === 202 && data) {
@@ -182,6 +240,7 @@
     } finally {
       $("run").disabled = false;
       refreshRuns();
+      if ($("target").value) refreshSessions(true);
     }
   }
 
@@ -190,6 +249,7 @@
     const reader = res.body.getReader();
     const dec = new TextDecoder();
     let buf = "";
+    let end = null;
     for (;;) {
       const chunk = await reader.read();
       if (chunk.done) break;
@@ -202,9 +262,10 @@
         const ev = JSON.parse(line);
         if (ev.type === "stdout") $("stdout").textContent += ev.text;
         else if (ev.type === "stderr") $("stderr").textContent += ev.text;
-        else if (ev.type === "end_of_execution") showResponse(ev);
+        else if (ev.type === "end_of_execution") { showResponse(ev); end = ev; }
       }
     }
+    return end;
   }
 
   async function followApproval(id, state) {
@@ -223,15 +284,134 @@
   }
 
   $("run").addEventListener("click", run);
-  // Tab inserts four spaces in the editor (Shift+Tab still moves focus out).
+  // Without CodeMirror, Tab inserts four spaces in the textarea (Shift+Tab still moves focus out).
   $("code").addEventListener("keydown", (ev) => {
-    if (ev.key !== "Tab" || ev.shiftKey) return;
+    if (editor || ev.key !== "Tab" || ev.shiftKey) return;
     ev.preventDefault();
     const t = ev.target;
     const s = t.selectionStart;
     t.value = t.value.slice(0, s) + "    " + t.value.slice(t.selectionEnd);
     t.selectionStart = t.selectionEnd = s + 4;
   });
+
+  // ---- sessions ------------------------------------------------------------
+
+  // Run in: a new one-shot sandbox, or one of the caller's live sessions
+  // (whose profile is its own: the pickers do not apply then).
+  function targetChanged() {
+    const inSession = !!$("target").value;
+    $("profile").disabled = inSession;
+    $("language").disabled = inSession;
+    if (inSession && $("language").value !== "python") {
+      $("language").value = "python";
+      languageChanged();
+    }
+  }
+  $("target").addEventListener("change", targetChanged);
+
+  async function newSession() {
+    const state = $("sessions-state");
+    const r = await api("POST", "/v1/sessions", { profile: $("profile").value });
+    if (r.status !== 201) { state.textContent = "could not create a session: " + errorText(r); return; }
+    state.textContent = "created " + r.data.id;
+    await refreshSessions(false);
+    $("target").value = r.data.id;
+    targetChanged();
+  }
+
+  async function closeSession(id) {
+    const r = await api("DELETE", "/v1/sessions/" + encodeURIComponent(id));
+    $("sessions-state").textContent = r.status === 204 ? "closed " + id : "could not close " + id + ": " + errorText(r);
+    refreshSessions(false);
+  }
+
+  async function download(id, path) {
+    const res = await fetch("/v1/sessions/" + encodeURIComponent(id) + "/files/" + pathUrl(path),
+                            { headers: headers(), cache: "no-store", credentials: "omit" });
+    if (res.status !== 200) { $("sessions-state").textContent = "download of " + path + ": HTTP " + res.status; return; }
+    const blob = await res.blob();
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(new Blob([blob], { type: "application/octet-stream" }));
+    a.download = path.split("/").pop();
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+  }
+
+  async function showFiles(id, box) {
+    const r = await api("GET", "/v1/sessions/" + encodeURIComponent(id) + "/files");
+    clear(box);
+    if (r.status !== 200) { box.appendChild(el("div", "files: " + errorText(r))); return; }
+    const files = r.data.files.filter((f) => f.type === "file");
+    box.appendChild(el("div", files.length ? "files in /tmp:" : "no files in /tmp yet", "muted"));
+    const ul = el("ul");
+    for (const f of files) {
+      const li = el("li");
+      const a = el("a", f.path);
+      a.href = "#";
+      a.className = "session-file";
+      a.addEventListener("click", (ev) => { ev.preventDefault(); download(id, f.path); });
+      li.appendChild(a);
+      li.appendChild(document.createTextNode(" (" + f.size + " bytes)"));
+      ul.appendChild(li);
+    }
+    box.appendChild(ul);
+  }
+
+  function sessionCard(s) {
+    const card = el("div", null, "session");
+    card.dataset.id = s.id;
+    const head = el("div");
+    head.appendChild(el("span", s.id, "id"));
+    card.appendChild(head);
+    card.appendChild(el("div", "", "summary"));
+    for (const [label, fn] of [["Run here", () => { $("target").value = s.id; targetChanged(); }],
+                               ["Files", () => showFiles(s.id, card.querySelector(".files"))],
+                               ["Close", () => closeSession(s.id)]]) {
+      const b = el("button", label, label === "Close" ? "close" : label === "Files" ? "files-button" : "use");
+      b.type = "button";
+      b.addEventListener("click", fn);
+      card.appendChild(b);
+    }
+    card.appendChild(el("div", null, "files"));
+    return card;
+  }
+
+  // Redraws the list in place: a card keeps its file listing between refreshes;
+  // `files` re-reads the listing of the session runs go to.
+  async function refreshSessions(files) {
+    const r = await api("GET", "/v1/sessions");
+    const box = $("sessions");
+    const state = $("sessions-state");
+    if (r.status !== 200) { clear(box); state.textContent = errorText(r); return; }
+    const list = r.data.sessions;
+    const ids = new Set(list.map((s) => s.id));
+    for (const card of Array.from(box.children)) if (!ids.has(card.dataset.id)) box.removeChild(card);
+    for (const s of list) {
+      let card = box.querySelector('[data-id="' + CSS.escape(s.id) + '"]');
+      if (!card) { card = sessionCard(s); box.appendChild(card); }
+      card.classList.toggle("dead", s.state === "dead");
+      card.querySelector(".summary").textContent = "profile " + s.profile + " · " + s.state + " · " + s.execution_count +
+        " call(s) · expires " + s.expires_at + (s.end_reason ? " · " + s.end_reason : "");
+    }
+    const target = $("target");
+    const keep = target.value;
+    while (target.options.length > 1) target.remove(1);
+    for (const s of list) {
+      const o = el("option", "session " + s.id.slice(0, 16) + "… (" + s.profile + ")");
+      o.value = s.id;
+      target.appendChild(o);
+    }
+    target.value = ids.has(keep) ? keep : "";
+    targetChanged();
+    if (files && target.value) {
+      const card = box.querySelector('[data-id="' + CSS.escape(target.value) + '"]');
+      if (card) showFiles(target.value, card.querySelector(".files"));
+    }
+  }
+
+  $("session-new").addEventListener("click", newSession);
+  $("sessions-refresh").addEventListener("click", () => refreshSessions(false));
 
   // ---- approvals -----------------------------------------------------------
 
@@ -338,9 +518,12 @@
     if (await loadProfiles()) {
       refreshApprovals();
       refreshRuns();
+      refreshSessions(false);
     }
   }
 
   refreshAll();
-  setInterval(() => { if (document.visibilityState === "visible") { refreshApprovals(); refreshRuns(); } }, 2000);
+  setInterval(() => {
+    if (document.visibilityState === "visible") { refreshApprovals(); refreshRuns(); refreshSessions(false); }
+  }, 2000);
 })();
