@@ -213,6 +213,7 @@ McpHttpReply McpRoutes::Handle(const McpHttpRequest& rq) {
     o.caps = caps;
     o.owner = rq.owner;
     o.max_file_bytes = opt_.max_file_bytes;
+    o.hold = opt_.hold;
     if (opt_.audit) {
       o.audit = [audit = opt_.audit, address = rq.client_address](model::AuditRecord r) {
         r.client_address = address;

@@ -61,6 +61,9 @@ struct McpRouteOptions {
   size_t max_concurrent_runs = 8;        // one-shot execute_python calls at once; beyond: a tool error
   // Each execute_python's audit record (route "/mcp"); may be unset.
   std::function<void(model::AuditRecord)> audit;
+  // Holds code its profile keeps for a person (mcp::McpOptions::hold); the
+  // owner is the MCP session's token. Unset: such code is refused.
+  std::function<StatusOr<mcp::McpOptions::Held>(service::Prepared, const std::string& owner)> hold;
 };
 
 // Runs `fn` on the server's launcher thread (the one thread that launches runs).

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <future>
 #include <optional>
 #include <random>
 #include <set>
@@ -138,6 +139,31 @@ struct Server::Impl {
       if (!audit || !audit->enabled()) return;
       r.time = NowRfc3339();
       audit->Write(r);
+    };
+    // The approvals book lives on the event loop; an MCP call blocks a
+    // session_pool thread, so the hold is posted there and waited for.
+    mo.hold = [this](service::Prepared p, const std::string& owner) -> StatusOr<mcp::McpOptions::Held> {
+      auto prepared = std::make_shared<service::Prepared>(std::move(p));
+      auto answer = std::make_shared<std::promise<StatusOr<mcp::McpOptions::Held>>>();
+      std::future<StatusOr<mcp::McpOptions::Held>> got = answer->get_future();
+      net::post(*io, [this, prepared, answer, owner] {
+        const profile::Profile* prof = svc.profiles().Find(prepared->profile_name);
+        if (!approvals || prof == nullptr || !prepared->plan) {
+          answer->set_value(Unavailable("the server is stopping"));
+          return;
+        }
+        const std::string request_id = prepared->plan->request_id;
+        StatusOr<std::string> id = approvals->Hold(std::move(*prepared), owner, prof->approval, request_id);
+        if (!id.ok()) {
+          answer->set_value(id.status());
+          return;
+        }
+        answer->set_value(mcp::McpOptions::Held{*id, approvals->PendingJson(*id)});
+      });
+      if (got.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+        return Unavailable("the server's event loop did not take the request (stopping?)");
+      }
+      return got.get();
     };
     return std::make_unique<McpRoutes>(
         svc, *session_mgr, mo, [this](std::function<void()> fn) { net::post(launcher, std::move(fn)); },

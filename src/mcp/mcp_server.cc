@@ -118,8 +118,21 @@ std::string McpServer::RunOneShot(const model::McpToolCall& call, const std::str
     audit("invalid", nullptr, p.error.message);
     return model::McpToolErrorResult(p.error.message);
   }
-  // Nothing here can hold a request for a person (a profile's approval
-  // policy): refuse rather than run it.
+  // Held for a person: through the server's approvals book when there is one
+  // (the agent gets the approval id; a person decides in the console or at
+  // /v1/approvals), refused otherwise; never run.
+  if (p.verdict == service::Verdict::kNeedsApproval && options_.hold) {
+    a.violations = p.violations;
+    StatusOr<McpOptions::Held> held = options_.hold(std::move(p), options_.owner);
+    if (!held.ok()) {
+      audit("refused", nullptr, held.status().message());
+      return model::McpToolErrorResult("this code needs a person's approval, and it could not be held for one: " +
+                                       held.status().message());
+    }
+    a.approval_id = held->approval_id;
+    audit("pending_approval", nullptr, "");
+    return model::McpPendingApprovalResult(held->pending_json);
+  }
   if (p.verdict != service::Verdict::kRun) {
     std::string why = p.error.message.empty() ? "this profile holds code for a person's approval, which MCP cannot "
                                                 "wait for; use /v1/execute and /v1/approvals"

@@ -45,6 +45,15 @@ struct McpOptions {
   // `http_status`: the server writes it to its audit log. May be unset.
   std::function<void(model::AuditRecord)> audit;
   std::string audit_route = "/mcp";
+  // Holds a request its profile keeps for a person's approval, as
+  // /v1/execute does, and returns the approval's id and its JSON (the 202
+  // body). Set by airlock serve's /mcp; unset (`airlock mcp` over stdio has no
+  // approvals book) such a request is refused with a tool error.
+  struct Held {
+    std::string approval_id;
+    std::string pending_json;
+  };
+  std::function<StatusOr<Held>(service::Prepared prepared, const std::string& owner)> hold;
 };
 
 // Launches a prepared one-shot run and supervises it to its end, blocking.

@@ -125,6 +125,10 @@ std::string McpFileWrittenResult(const std::string& session_id, const std::strin
 std::string McpFileReadResult(const std::string& session_id, const std::string& path, const std::string& bytes);
 // Any other tool failure (bad argument, no such profile, the run could not start).
 std::string McpToolErrorResult(const std::string& message);
+// The code is held for a person's approval (not an error, nothing ran):
+// `pending_json` is the approval as POST /v1/execute's 202 gives it; it is the
+// structuredContent's "approval" and the text says what happens next.
+std::string McpPendingApprovalResult(const std::string& pending_json);
 // list_profiles: name, description, allowed imports, limits of each.
 std::string McpProfilesResult(const std::vector<ProfileView>& profiles, const std::string& default_profile);
 

@@ -124,6 +124,15 @@ json ExecuteOutputSchema() {
             {"figures", {{"type", "integer"}, {"description", "PNG images returned as image content"}}},
             {"truncated", {{"type", "object"}}},
             {"duration_ms", {{"type", "number"}}},
+            {"approval",
+             {{"type", "object"},
+              {"description", "Present when the code is held for a person's approval instead of run"},
+              {"properties",
+               {{"approval_id", {{"type", "string"}}},
+                {"status", {{"type", "string"}}},
+                {"code_sha256", {{"type", "string"}}},
+                {"expires_at", {{"type", "string"}}},
+                {"findings", {{"type", "array"}}}}}}},
             {"violations",
              {{"type", "array"},
               {"items",
@@ -599,6 +608,33 @@ std::string McpFileReadResult(const std::string& session_id, const std::string& 
     structured["content"] = b64;
   }
   return Dump({{"content", content}, {"structuredContent", structured}, {"isError", false}});
+}
+
+std::string McpPendingApprovalResult(const std::string& pending_json) {
+  json approval = json::parse(pending_json, nullptr, false);
+  if (!approval.is_object()) approval = json::object();
+  auto field = [&](const char* key) {
+    auto it = approval.find(key);
+    return it != approval.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  std::string findings;
+  if (auto it = approval.find("findings"); it != approval.end() && it->is_array()) {
+    for (const json& f : *it) {
+      if (f.is_object() && f.contains("rule") && f["rule"].is_string()) {
+        findings += (findings.empty() ? "" : ", ") + f["rule"].get<std::string>();
+      }
+    }
+  }
+  std::string text = "Not run yet: profile " + field("profile") + " holds this code for a person's approval (approval_id " +
+                     field("approval_id") + ", code sha256 " + field("code_sha256") +
+                     (findings.empty() ? "" : ", findings: " + findings) + "). A person with the approve role decides " +
+                     "it in airlock's console or at POST /v1/approvals/" + field("approval_id") +
+                     " before " + field("expires_at") + " (undecided, it is denied then); once approved it runs " +
+                     "exactly as sent, and its result is at GET /v1/approvals/" + field("approval_id") +
+                     ". Do not resend it: that would make a second request.";
+  return Dump({{"content", json::array({TextBlock(Text(text))})},
+               {"structuredContent", {{"approval", approval}}},
+               {"isError", false}});
 }
 
 std::string McpToolErrorResult(const std::string& message) {

@@ -8,7 +8,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -19,8 +20,14 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 
 const here = dirname(fileURLToPath(import.meta.url));
 const binary = process.env.AIRLOCK_BINARY || join(here, "../../build/src/cli/airlock");
-const profiles = join(here, "../../profiles");
+// The shipped profiles and `gated` (every request waits for a person).
+const profiles = mkdtempSync(join(tmpdir(), "airlock-interop-profiles-"));
+for (const f of readdirSync(join(here, "../../profiles"))) {
+  if (f.endsWith(".yaml")) copyFileSync(join(here, "../../profiles", f), join(profiles, f));
+}
+writeFileSync(join(profiles, "gated.yaml"), "name: gated\nextends: minimal\napproval:\n  policy: always\n");
 const TOKEN = "interop-" + Math.random().toString(36).slice(2);
+const APPROVER = "approver-" + Math.random().toString(36).slice(2);
 const MAX_BODY = 256 * 1024;
 
 let server;
@@ -48,7 +55,8 @@ before(async () => {
   assert.ok(existsSync(binary), `airlock binary not found at ${binary} (set AIRLOCK_BINARY)`);
   server = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--profiles", profiles, "--pool-size", "1",
                           "--max-body", String(MAX_BODY)],
-                 { env: { ...process.env, AIRLOCK_TOKENS: `interop:${TOKEN}` }, stdio: ["ignore", "pipe", "pipe"] });
+                 { env: { ...process.env, AIRLOCK_TOKENS: `interop:${TOKEN},alice:${APPROVER}:approve` },
+                   stdio: ["ignore", "pipe", "pipe"] });
   server.stderr.on("data", (d) => { stderr += d.toString(); });
   const first = await new Promise((resolve, reject) => {
     const rl = createInterface({ input: server.stdout });
@@ -71,6 +79,7 @@ before(async () => {
 after(async () => {
   await client?.close();
   server?.kill("SIGTERM");
+  rmSync(profiles, { recursive: true, force: true });
 });
 
 const text = (result) => result.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
@@ -172,6 +181,35 @@ test("a rejected import is isError with the violation", async () => {
   assert.equal(r.isError, true);
   assert.match(text(r), /line 1, column 8: import of 'subprocess' is not allowed/);
   assert.equal(r.structuredContent.violations[0].rule, "import-not-allowed");
+});
+
+test("code its profile holds for a person: a pending result with the approval id, run once approved", async () => {
+  const code = "print('approved through mcp', 6 * 7)";
+  const r = await call("execute_python", { code, profile: "gated" });
+  assert.equal(r.isError, false, text(r));
+  const approval = r.structuredContent.approval;
+  assert.match(approval.approval_id, /^apr_/);
+  assert.equal(approval.status, "pending");
+  assert.match(text(r), /Not run yet: profile gated holds this code for a person's approval/);
+  assert.match(text(r), new RegExp(approval.approval_id));
+  // A person with the approve role decides; the held code then runs, exactly as sent.
+  const auth = { Authorization: `Bearer ${APPROVER}`, "Content-Type": "application/json" };
+  const decided = await fetch(`${base}/v1/approvals/${approval.approval_id}`, {
+    method: "POST", headers: auth, body: JSON.stringify({ decision: "approve", code_sha256: approval.code_sha256 }),
+  });
+  assert.equal(decided.status, 200, await decided.text());
+  let got;
+  for (let i = 0; i < 300; i++) {
+    got = await (await fetch(`${base}/v1/approvals/${approval.approval_id}`, { headers: auth })).json();
+    if (got.status === "ran" || got.status === "failed") break;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  assert.equal(got.status, "ran", JSON.stringify(got));
+  assert.equal(got.result.stdout, "approved through mcp 42\n");
+  assert.equal(got.requested_by, "interop");
+  const held = audit.filter((a) => a.approval_id === approval.approval_id && a.verdict === "pending_approval");
+  assert.equal(held.length, 1);
+  assert.equal(held[0].route, "/mcp");
 });
 
 test("every execute_python through /mcp is in the audit log, with its token and verdict", async () => {
