@@ -170,6 +170,7 @@ int ServeCommand(const ServeFlags& flags) {
   }
 
   isolation::HostOptions host_options;
+  host_options.sweep_stale_cgroups = true;  // a long-lived server: clear what a killed one left
   if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error) ||
       !ParseUidRange(flags.uid_range, &host_options.id_range, &error)) {
     std::cerr << "airlock: " << error << "\n";

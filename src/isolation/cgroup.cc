@@ -537,6 +537,67 @@ StatusOr<CgroupSetup> DetectCgroups(const std::string& root_override) {
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// The PID in `run-PID-...` / `warm-PID-...`, or 0 when the name is not one of ours.
+pid_t OwnerPid(const std::string& name) {
+  size_t dash = name.find('-');
+  if (dash == std::string::npos) return 0;
+  std::string prefix = name.substr(0, dash);
+  if (prefix != "run" && prefix != "warm") return 0;
+  size_t end = name.find('-', dash + 1);
+  std::string digits = name.substr(dash + 1, end == std::string::npos ? std::string::npos : end - dash - 1);
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return static_cast<pid_t>(std::stol(digits));
+}
+
+bool ProcessAlive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+SweepResult SweepStaleCgroups(const CgroupSetup& setup) {
+  SweepResult out;
+  std::vector<std::string> parents;
+  if (setup.version == CgroupVersion::kV2) {
+    parents.push_back(setup.v2_parent);
+  } else if (setup.version == CgroupVersion::kV1) {
+    for (const std::string* p : {&setup.v1_memory_parent, &setup.v1_pids_parent, &setup.v1_cpu_parent,
+                                 &setup.v1_cpuacct_parent}) {
+      if (!p->empty() && std::find(parents.begin(), parents.end(), *p) == parents.end()) parents.push_back(*p);
+    }
+  }
+  for (const std::string& parent : parents) {
+    DIR* d = ::opendir(parent.c_str());
+    if (d == nullptr) continue;
+    std::vector<std::string> stale;
+    while (struct dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      pid_t pid = OwnerPid(name);
+      if (pid <= 0 || pid == ::getpid() || ProcessAlive(pid)) continue;
+      stale.push_back(name);
+    }
+    ::closedir(d);
+    for (const std::string& name : stale) {
+      std::string dir = parent + "/" + name;
+      if (setup.fake_tree) {
+        // Tests: plain directories; a control file written there is a plain file.
+        if (DIR* fd = ::opendir(dir.c_str())) {
+          while (struct dirent* e = ::readdir(fd)) {
+            if (e->d_type == DT_REG) ::unlink((dir + "/" + e->d_name).c_str());
+          }
+          ::closedir(fd);
+        }
+      }
+      if (::rmdir(dir.c_str()) == 0) {
+        ++out.removed;
+      } else if (errno == EBUSY || errno == ENOTEMPTY) {
+        ++out.busy;
+      }
+    }
+  }
+  return out;
+}
+
 std::string UniqueCgroupName(const std::string& prefix) {
   static const std::string tag = base::RandomHex(4);
   static std::atomic<uint64_t> counter{0};

@@ -80,6 +80,25 @@ struct CgroupStats {
 // its pid (a CI machine did).
 std::string UniqueCgroupName(const std::string& prefix);
 
+// What an airlock process that is gone left behind: a server killed (SIGKILL,
+// a crash, the OOM killer) never removes its runs' and zygotes' cgroups. Looks
+// at the setup's parent directories for cgroups named `run-PID-...` or
+// `warm-PID-...` (UniqueCgroupName, and the older `run-PID-N`) whose PID is no
+// live process, and removes those that are empty (the kernel refuses to remove
+// one that still holds a process: it is left, and counted). A PID that was
+// reused by another process keeps its directory until a later sweep. There is
+// no age guard: cgroupfs has no creation time (a directory's times are those
+// of its in-memory inode). A server in another pid namespace that shares this
+// parent (its pids are not ours to check) keeps processes in its cgroups but
+// for the moment one is made or torn down; a sweep landing in that moment
+// fails that one run's start, it never reaches into a run. Best effort, never
+// an error; a server's startup calls it once.
+struct SweepResult {
+  int removed = 0;
+  int busy = 0;  // a gone server's cgroup that still holds processes
+};
+SweepResult SweepStaleCgroups(const CgroupSetup& setup);
+
 class RunCgroup {
  public:
   // Creates the run's cgroup(s) and writes the limits (memory.max / memory.limit_in_bytes,

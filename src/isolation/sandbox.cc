@@ -184,6 +184,15 @@ StatusOr<HostSetup> PrepareHost(const HostOptions& options) {
                             " and runs share its per-user kernel pools (pipe buffers, descriptors in flight)";
   }
   ASSIGN_OR_RETURN(host.cgroups, DetectCgroups());
+  if (options.sweep_stale_cgroups && host.cgroups.version != CgroupVersion::kNone) {
+    SweepResult swept = SweepStaleCgroups(host.cgroups);
+    if (swept.removed > 0 || swept.busy > 0) {
+      log::Info("removed " + std::to_string(swept.removed) +
+                " empty cgroup(s) that airlock processes no longer running had left" +
+                (swept.busy > 0 ? "; " + std::to_string(swept.busy) + " of theirs still hold processes and were left"
+                                : std::string()));
+    }
+  }
   if (host.cgroups.version == CgroupVersion::kNone &&
       !(options.degradable & static_cast<uint32_t>(Degradable::kCgroup))) {
     return Unavailable("cgroup limits are required but unusable: " + host.cgroups.why_not +

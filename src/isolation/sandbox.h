@@ -36,6 +36,9 @@ struct HostOptions {
   // The host ids runs get their own from (host_ids.h); unset: the default
   // range. Needs a server running as root; refused when not free.
   std::optional<HostIdRange> id_range;
+  // Removes the empty cgroups airlock processes that are gone left behind
+  // (SweepStaleCgroups): servers set it, one-shot commands do not.
+  bool sweep_stale_cgroups = false;
 };
 
 // What this process found out about the host, computed once.

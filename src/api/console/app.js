@@ -340,9 +340,13 @@
 
   async function showFiles(id, box) {
     const r = await api("GET", "/v1/sessions/" + encodeURIComponent(id) + "/files");
-    clear(box);
-    if (r.status !== 200) { box.appendChild(el("div", "files: " + errorText(r))); return; }
+    if (r.status !== 200) { clear(box); box.appendChild(el("div", "files: " + errorText(r))); return; }
     const files = r.data.files.filter((f) => f.type === "file");
+    // Redrawn only when the listing changed (a link being clicked stays the same element).
+    const signature = JSON.stringify(files.map((f) => [f.path, f.size]));
+    if (box.dataset.signature === signature) return;
+    box.dataset.signature = signature;
+    clear(box);
     box.appendChild(el("div", files.length ? "files in /tmp:" : "no files in /tmp yet", "muted"));
     const ul = el("ul");
     for (const f of files) {
@@ -394,13 +398,17 @@
       card.querySelector(".summary").textContent = "profile " + s.profile + " · " + s.state + " · " + s.execution_count +
         " call(s) · expires " + s.expires_at + (s.end_reason ? " · " + s.end_reason : "");
     }
+    // "Run in": rebuilt only when the sessions changed (an open list is not closed under the person).
     const target = $("target");
     const keep = target.value;
-    while (target.options.length > 1) target.remove(1);
-    for (const s of list) {
-      const o = el("option", "session " + s.id.slice(0, 16) + "… (" + s.profile + ")");
-      o.value = s.id;
-      target.appendChild(o);
+    const have = Array.from(target.options).slice(1).map((o) => o.value).join(" ");
+    if (have !== list.map((s) => s.id).join(" ")) {
+      while (target.options.length > 1) target.remove(1);
+      for (const s of list) {
+        const o = el("option", "session " + s.id.slice(0, 16) + "… (" + s.profile + ")");
+        o.value = s.id;
+        target.appendChild(o);
+      }
     }
     target.value = ids.has(keep) ? keep : "";
     targetChanged();

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -211,6 +212,35 @@ TEST(FakeV2Test, DestructorRemovesDirAndKillsNobody) {
   }
   EXPECT_FALSE(PathExists(d));
   EXPECT_TRUE(PathExists(t.path() + "/airlock"));
+}
+
+// A killed server's cgroups: removed at the next start when their pid is gone
+// and they are empty; everything else is left.
+TEST(FakeV2Test, SweepRemovesOnlyGoneServersEmptyCgroups) {
+  TempDir t;
+  Put(t.path() + "/cgroup.controllers", kAllControllers);
+  auto setup = DetectCgroups(t.path());
+  ASSERT_TRUE(setup.ok());
+  const std::string parent = setup->v2_parent;
+  const std::string me = std::to_string(getpid());
+  // 999999999 is above any pid_max: no process has it.
+  for (const std::string& name : std::vector<std::string>{"run-999999999-deadbeef-0", "warm-999999999-deadbeef-3", "run-999999999-7",
+                                 "run-" + me + "-cafe0000-0", "run-1-cafe0000-0", "other-999999999-0",
+                                 "run-x-0"}) {
+    ASSERT_EQ(mkdir((parent + "/" + name).c_str(), 0755), 0) << name;
+  }
+  Put(parent + "/warm-999999999-deadbeef-3/memory.max", "1");  // a fake control file
+  SweepResult r = SweepStaleCgroups(*setup);
+  EXPECT_EQ(r.removed, 3);
+  EXPECT_EQ(r.busy, 0);
+  for (const char* gone : {"run-999999999-deadbeef-0", "warm-999999999-deadbeef-3", "run-999999999-7"}) {
+    EXPECT_FALSE(PathExists(parent + "/" + gone)) << gone;
+  }
+  // Ours, a live pid's (1), not our naming: kept.
+  for (const std::string& kept :
+       std::vector<std::string>{"run-" + me + "-cafe0000-0", "run-1-cafe0000-0", "other-999999999-0", "run-x-0"}) {
+    EXPECT_TRUE(PathExists(parent + "/" + kept)) << kept;
+  }
 }
 
 // On a plain directory that is not marked fake, control files do not exist:
@@ -591,6 +621,38 @@ TEST_F(RealCgroupTest, LifecycleCost) {
 
 // Without privileges, detection reports kNone (or Create fails) with a
 // reason; nothing crashes.
+// The real hierarchy: a gone server's empty cgroup is removed, one that still
+// holds a process is left (the kernel refuses) and counted.
+TEST_F(RealCgroupTest, SweepRemovesAGoneServersEmptyCgroupOnly) {
+  const std::string tag = std::to_string(getpid()) + "x" + std::to_string(time(nullptr));
+  // What a killed server leaves: empty directories in each hierarchy.
+  std::vector<std::string> parents = {setup_.v2_parent, setup_.v1_memory_parent, setup_.v1_pids_parent,
+                                      setup_.v1_cpu_parent, setup_.v1_cpuacct_parent};
+  std::vector<std::string> left;
+  for (const std::string& parent : parents) {
+    if (parent.empty() || std::find(left.begin(), left.end(), parent + "/run-999999999-" + tag + "-0") != left.end()) {
+      continue;
+    }
+    std::string d = parent + "/run-999999999-" + tag + "-0";
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0) << d << ": " << strerror(errno);
+    left.push_back(d);
+  }
+  // And one that still holds a process.
+  auto busy = RunCgroup::Create(setup_, "run-999999999-" + tag + "-1", TestLimits());
+  ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+  pid_t child = ForkGated([] { return 0; });
+  ASSERT_TRUE((*busy)->AddProcess(child).ok());
+  SweepResult r = SweepStaleCgroups(setup_);
+  for (const std::string& d : left) EXPECT_FALSE(PathExists(d)) << d;
+  for (const std::string& d : (*busy)->dirs()) EXPECT_TRUE(PathExists(d)) << d;
+  EXPECT_GE(r.removed, static_cast<int>(left.size()));
+  EXPECT_GE(r.busy, 1);
+  Release();
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  busy->reset();  // removes it
+}
+
 TEST_F(RealCgroupTest, UnprivilegedGetsReasonNotCrash) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);

@@ -656,5 +656,45 @@ class SeedTest(unittest.TestCase):
         self.assertNotEqual(self.draw(1, code), self.draw(2, code))
 
 
+class ProgramTest(unittest.TestCase):
+    """`program`: the runner as the launcher of another language's program (JavaScript, bash)."""
+
+    def test_files_streams_and_exit_status(self):
+        import base64
+
+        script = ("cat data/in.txt; echo err >&2; tr a-z A-Z < data/in.txt > out.txt\n"
+                  "ls /proc/self/fd | tr '\\n' ' '; echo\n"
+                  "exit 3\n")
+        r = run(script, program=["/bin/bash", "main.py"], max_out_files=8, max_out_bytes=1000,
+                files=[{"path": "data/in.txt", "content": base64.b64encode(b"abc\n").decode()}])
+        self.assertEqual(r.rc, 3, r)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "abc")
+        self.assertEqual(r.stderr, "err\n")
+        # The program holds the standard streams and nothing else of the runner's: not the
+        # result channel (the fd ls itself opened for /proc/self/fd is the 4th).
+        self.assertEqual(len(lines[1].split()), 4, lines[1])
+        self.assertEqual([e["type"] for e in r.events], ["file", "end"], r)
+        self.assertEqual(r.events[0]["path"], "out.txt")  # data/in.txt was not changed
+        self.assertEqual(base64.b64decode(r.events[0]["content"]), b"ABC\n")
+        self.assertEqual(r.events[1], {"type": "end", "exit_code": 3})
+        self.assertIsNone(r.error)  # no error event for other languages
+
+    def test_a_program_killed_by_a_signal_kills_the_runner_with_it(self):
+        r = run("kill -TERM $$\n", program=["/bin/bash", "main.py"])
+        self.assertEqual(r.rc, -15, r)  # the run's status is the program's
+        self.assertEqual(r.events, [{"type": "end", "exit_code": 143}])
+
+    def test_bad_program_is_a_config_error(self):
+        for program in (["bash"], [], "/bin/bash", ["/bin/bash", 3]):
+            with self.subTest(program=program):
+                r = run("exit 0\n", program=program)
+                self.assertEqual(r.rc, 2, r)
+                self.assertEqual(r.error["name"], "AirlockConfigError")
+        r = run("exit 0\n", program=["/nonexistent/interpreter"])
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("cannot start", r.error["value"])
+
+
 if __name__ == "__main__":
     unittest.main()
