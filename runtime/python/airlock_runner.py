@@ -27,7 +27,10 @@ Sessions (the warm path only): the first request has "session": true (its code i
 run then keeps its interpreter, its __main__ namespace, its import hook and its working directory,
 and takes calls on the control socket (the fd warm_main was given): b"C" + an 8-byte little-endian
 length + a config JSON like the first (code inline, "call": n) runs one cell, whose events end with
-{"type":"end",...,"call":n} (stdout and stderr flushed before it). The server interrupts a cell
+{"type":"end",...,"call":n} (stdout and stderr flushed before it). A call may instead be the lean
+frame {"frame": "call", "code": str, "call": n, "line_buffered": bool}: everything else is the
+first request's (the profile's policy does not change over a session's life), which spares
+parsing and checking the whole config each call. The server interrupts a cell
 with SIGINT to this process (KeyboardInterrupt in the cell; ignored between cells and in the
 runner's own code). End of file on the control socket ends the session (os._exit). The server
 reads a call's output until that end event and owns every timeout: a cell that ignores the
@@ -1500,6 +1503,7 @@ class _Session:
     def serve(self):
         try:
             config = Config(self._raw)
+            self._base = config  # what a lean call frame does not repeat
             self._channel = ResultChannel(config.result_fd)
             _reseed_after_fork(config.seed)
             self._signal.signal(self._signal.SIGINT, self._on_sigint)
@@ -1532,7 +1536,10 @@ class _Session:
             raw = json.loads(payload)
             if isinstance(raw, dict) and type(raw.get("call")) is int:
                 call = raw["call"]
-            config = Config(raw)
+            if isinstance(raw, dict) and raw.get("frame") == "call":
+                config = self._lean_config(raw)
+            else:
+                config = Config(raw)
             config.result_fd = None  # the session's channel is already open
             runner = Runner(config, self._channel, session=self)
             self.current = runner
@@ -1552,6 +1559,21 @@ class _Session:
             ])
         finally:
             self.current = None
+
+    def _lean_config(self, raw):
+        """The config of a lean call frame: the first request's, with this call's code."""
+        import copy
+
+        code, call, line_buffered = raw.get("code"), raw.get("call"), raw.get("line_buffered", False)
+        if type(code) is not str or type(call) is not int or type(line_buffered) is not bool:
+            raise ConfigError("a call frame needs code (str), call (int) and line_buffered (bool)")
+        config = copy.copy(self._base)
+        config.code = code
+        config.call = call
+        config.line_buffered = line_buffered
+        config.session = False
+        config.files = []
+        return config
 
     def interruptible(self, fn, *args):
         """Runs fn(*args) (the cell) where the server's SIGINT may stop it."""

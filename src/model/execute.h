@@ -107,6 +107,10 @@ struct ExecuteRequest {
   // (Accept: application/x-ndjson or text/event-stream), so the run's stdout
   // is line-buffered and output reaches the client as it is printed.
   bool stream_output = false;
+  // Set by the session manager for a call into a live session, never read
+  // from a body: Prepare then builds only what the call needs (the checks,
+  // the limits and the warm config), not a cold run's Spec and files.
+  bool session_call = false;
   std::vector<InputFile> files;        // placed in the working directory before the run
   // A request that needs a person's approval: how long to hold the connection
   // for the decision and the run (0 < wait <= 3600; absent: answer 202 at once).

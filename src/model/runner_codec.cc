@@ -11,6 +11,10 @@ namespace airlock::model {
 using internal::Dump;
 using nlohmann::json;
 
+std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered) {
+  return Dump({{"frame", "call"}, {"code", code}, {"call", call}, {"line_buffered", line_buffered}});
+}
+
 namespace {
 
 // At most this many display results are kept from the channel (the runner

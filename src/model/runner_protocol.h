@@ -60,6 +60,10 @@ struct RunnerConfig {
 };
 
 std::string RunnerConfigToJson(const RunnerConfig& config);
+// A session call's lean frame: {"frame":"call","code","call","line_buffered"};
+// the runner takes everything else from the session's first request (the
+// profile's policy cannot change over a session's life).
+std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered);
 
 struct RunnerEvents {
   std::optional<DisplayResult> main_result;

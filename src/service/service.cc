@@ -367,17 +367,21 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     warm.code = req.code;
     warm.code_path.clear();
     warm.preimport = p->preimport;  // imported in the zygote already: a no-op
-    plan->warm_request = model::RunnerConfigToJson(warm);
+    if (!req.session_call) plan->warm_request = model::RunnerConfigToJson(warm);
     plan->warm_config = std::move(warm);
   }
 
   isolation::Spec& spec = plan->spec;
-  // -S: the runner completes what site would do (airlock_runner.complete_site).
-  spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", kRunnerPath, kConfigPath};
-  spec.env = RunEnvironment();
-  spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
-  spec.files.push_back({runtime.code_path, req.code, 0444});
-  spec.files.push_back({kConfigPath, model::RunnerConfigToJson(cfg), 0444});
+  // A session call runs in the session's own run: no program, files or
+  // environment of a cold run to prepare (the runner's source alone is ~70 KB).
+  if (!req.session_call) {
+    // -S: the runner completes what site would do (airlock_runner.complete_site).
+    spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", kRunnerPath, kConfigPath};
+    spec.env = RunEnvironment();
+    spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
+    spec.files.push_back({runtime.code_path, req.code, 0444});
+    spec.files.push_back({kConfigPath, model::RunnerConfigToJson(cfg), 0444});
+  }
   spec.limits = ToSandboxLimits(limits);
   spec.degradable = options_.host->degradable;
 

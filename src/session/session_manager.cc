@@ -299,6 +299,7 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
     req.profile = e->profile;
     req.limits = e->base.limits;
   }
+  req.session_call = true;
   // The analyzer and the import allowlist apply to every call, as to a one-shot run.
   service::Prepared p = svc_.Prepare(req, request_id);
   reply.profile = p.profile_name;
@@ -320,15 +321,16 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
     pending->n_ = ++e->execution_count;
   }
   pending->plan_ = std::move(p.plan);
-  model::RunnerConfig cfg = pending->plan_->warm_config;
-  cfg.call = pending->n_;
   CallOptions options;
   options.timeout_s = pending->plan_->options.timeout_s;
   options.output_cap = pending->plan_->options.output_cap;
   options.interrupt_grace_s = opt_.interrupt_grace_s;
   options.on_output = hooks.on_output;
   if (hooks.on_started) hooks.on_started();
-  pending->call_ = LiveCall::Start(std::move(live), model::RunnerConfigToJson(cfg), pending->n_, std::move(options));
+  // The lean frame: the runner has the rest from the session's first request.
+  pending->call_ = LiveCall::Start(std::move(live),
+                                   model::RunnerCallFrameToJson(req.code, pending->n_, req.stream_output),
+                                   pending->n_, std::move(options));
   return pending;
 }
 
