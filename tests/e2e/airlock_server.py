@@ -155,6 +155,22 @@ def metric_value(text, name, **labels):
     return total
 
 
+def plant_host_secret(prefix):
+    """A world-readable file in a world-searchable temp directory of the host, holding a random
+    token: only the sandbox's mount namespace and Landlock stand between a run and it.
+    Returns (directory, path, token); the caller removes the directory."""
+    import secrets
+
+    d = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(d, 0o755)
+    token = "TOP-SECRET-" + secrets.token_hex(6)
+    path = os.path.join(d, "secret.txt")
+    with open(path, "w") as f:
+        f.write(token)
+    os.chmod(path, 0o644)
+    return d, path, token
+
+
 def host_processes():
     """Every process of the host: {pid: {"ppid", "uid", "comm", "cmdline"}} (best effort: a
     process may exit while this reads)."""

@@ -24,7 +24,8 @@ import tempfile
 import time
 import unittest
 
-from airlock_server import AirlockServer, SOURCE_DIR, assert_mode, descendants, expected_mode, host_processes
+from airlock_server import (AirlockServer, SOURCE_DIR, assert_mode, descendants, expected_mode, host_processes,
+                            plant_host_secret)
 
 PROFILE = "general"
 SECRET_NAME = "AIRLOCK_SECRET_TEST"
@@ -84,13 +85,7 @@ class TestFilesystem(KernelAttack):
     def setUpClass(cls):
         # World-readable on the host, in a world-searchable directory: only the sandbox's
         # mount namespace and Landlock stand in the way.
-        cls.dir = tempfile.mkdtemp(prefix="airlock-e2e-host-")
-        os.chmod(cls.dir, 0o755)
-        cls.token = "TOP-SECRET-" + secrets.token_hex(6)
-        cls.secret = os.path.join(cls.dir, "secret.txt")
-        with open(cls.secret, "w") as f:
-            f.write(cls.token)
-        os.chmod(cls.secret, 0o644)
+        cls.dir, cls.secret, cls.token = plant_host_secret("airlock-e2e-host-")
 
     @classmethod
     def tearDownClass(cls):

@@ -16,15 +16,13 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
-from airlock_server import AirlockServer, SOURCE_DIR, descendants, host_processes
+from airlock_server import AirlockServer, SOURCE_DIR, descendants, host_processes, plant_host_secret
 
 PROFILE = "general"
 LANGUAGES = ("javascript", "bash")
@@ -200,13 +198,7 @@ class TestResultShape(LanguageRun):
 class TestFilesystemAttacks(LanguageRun):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="airlock-e2e-lang-host-")
-        os.chmod(cls.dir, 0o755)
-        cls.token = "TOP-SECRET-" + secrets.token_hex(6)
-        cls.secret = os.path.join(cls.dir, "secret.txt")
-        with open(cls.secret, "w") as f:
-            f.write(cls.token)
-        os.chmod(cls.secret, 0o644)
+        cls.dir, cls.secret, cls.token = plant_host_secret("airlock-e2e-lang-host-")
 
     @classmethod
     def tearDownClass(cls):
