@@ -54,6 +54,11 @@ bool ParseSessionCreateRequest(std::string_view body, const RequestCaps& caps, S
 bool ParseSessionExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
                                 ApiError* error) {
   if (!ParseExecuteRequest(body, caps, request, error)) return false;
+  if (!request->language.empty() && request->language != "python") {
+    *error = Unprocessable("language", "language: a session is a live Python interpreter; run '" + request->language +
+                                           "' code one request at a time with POST /v1/execute");
+    return false;
+  }
   json doc;
   if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
   for (const char* key : {"profile", "limits"}) {

@@ -300,6 +300,7 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
     req.limits = e->base.limits;
   }
   req.session_call = true;
+  req.language = "python";  // a session is a Python interpreter (the codec refuses any other)
   // The analyzer and the import allowlist apply to every call, as to a one-shot run.
   service::Prepared p = svc_.Prepare(req, request_id);
   reply.profile = p.profile_name;

@@ -68,6 +68,11 @@ TEST(ParseSessionExecuteRequest, TakesCodeAndTimeoutOnly) {
   EXPECT_EQ(e.field, "limits");
   EXPECT_FALSE(ParseSessionExecuteRequest(R"({"timeout":3})", RequestCaps(), &r, &e));
   EXPECT_EQ(e.field, "code");
+  // A session is a Python interpreter: another language is refused, python is fine.
+  EXPECT_FALSE(ParseSessionExecuteRequest(R"j({"code":"console.log(1)","language":"js"})j", RequestCaps(), &r, &e));
+  EXPECT_EQ(e.field, "language");
+  EXPECT_NE(e.message.find("POST /v1/execute"), std::string::npos) << e.message;
+  EXPECT_TRUE(ParseSessionExecuteRequest(R"({"code":"1","language":"python3"})", RequestCaps(), &r, &e));
 }
 
 TEST(SessionJson, CallAnswerExtendsTheExecuteShape) {
