@@ -458,14 +458,21 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
   for (const auto& [m, a] : p.blocklist) blocklist.push_back(json::array({m, a}));
   json modes = json::object();
   for (const auto& [layer, mode] : p.audit_modes) modes[layer] = mode;
-  json resources = {{"memory_bytes", p.memory_bytes},
-                    {"cpu_cores", p.cpu_cores},
-                    {"timeout_max", p.timeout_max_s},
-                    {"timeout_default", p.timeout_default_s},
-                    {"pids", p.pids},
-                    {"disk_bytes", p.disk_bytes},
-                    {"output_bytes", p.output_bytes},
-                    {"cpu_time", p.cpu_time_s ? json(*p.cpu_time_s) : json(nullptr)}};
+  auto resources_json = [](const auto& r) {
+    return json{{"memory_bytes", r.memory_bytes},
+                {"cpu_cores", r.cpu_cores},
+                {"timeout_max", r.timeout_max_s},
+                {"timeout_default", r.timeout_default_s},
+                {"pids", r.pids},
+                {"disk_bytes", r.disk_bytes},
+                {"output_bytes", r.output_bytes},
+                {"cpu_time", r.cpu_time_s ? json(*r.cpu_time_s) : json(nullptr)}};
+  };
+  json resources = resources_json(p);
+  json language_resources = json::object();
+  for (const ProfileView::LanguageResources& lr : p.language_resources) {
+    language_resources[lr.language] = resources_json(lr);
+  }
   json j = {
       {"name", p.name},
       {"description", p.description},
@@ -480,6 +487,7 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
       {"audit", {{"mode", std::move(modes)}}},
       {"language", p.language},
       {"languages", p.languages},
+      {"language_resources", std::move(language_resources)},
       {"network", p.network},
       {"matplotlib", p.matplotlib},
       {"approval", {{"policy", p.approval_policy}, {"rules", p.approval_rules},

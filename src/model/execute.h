@@ -222,6 +222,19 @@ struct ProfileView {
   std::optional<double> cpu_time_s;
   std::string language;                // the first of languages: what a request gets by default
   std::vector<std::string> languages;  // what the profile allows
+  // language_resources: a language's own limits, the resources fields above.
+  struct LanguageResources {
+    std::string language;
+    int64_t memory_bytes = 0;
+    double cpu_cores = 0;
+    double timeout_max_s = 0;
+    double timeout_default_s = 0;
+    int64_t pids = 0;
+    int64_t disk_bytes = 0;
+    int64_t output_bytes = 0;
+    std::optional<double> cpu_time_s;
+  };
+  std::vector<LanguageResources> language_resources;
   std::string network;
   bool matplotlib = false;
   bool is_default = false;

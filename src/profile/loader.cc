@@ -126,6 +126,12 @@ struct Origin {
 // Key path ("resources.memory") -> where its value was set.
 using Origins = std::map<std::string, Origin, std::less<>>;
 
+// The keys of one `resources` block, each unset until the file sets it.
+struct ResourceFields {
+  std::optional<int64_t> memory, pids, disk, output;
+  std::optional<double> cpu, timeout_max, timeout_default, cpu_time;
+};
+
 struct Parsed {
   std::string file;
   Origins origins;
@@ -137,8 +143,8 @@ struct Parsed {
   std::optional<std::vector<std::string>> additional;
   std::vector<BlocklistEntry> blocklist;
   std::vector<std::string> preimport;
-  std::optional<int64_t> memory, pids, disk, output;
-  std::optional<double> cpu, timeout_max, timeout_default, cpu_time;
+  ResourceFields res;
+  std::map<Language, ResourceFields> language_res;  // language_resources.<language>
   std::optional<std::vector<ScanStage>> pre, post;
   std::optional<AuditMode> mode_ast, mode_blocklist, mode_patterns, mode_runtime;
   std::optional<std::vector<Language>> languages;
@@ -396,7 +402,7 @@ class FileParser {
     RETURN_IF_ERROR(ForEachKey(
         root, 1, "",
         {"name", "description", "extends", "imports", "blocklist", "preimport", "resources",
-         "scan_stages", "audit", "language", "languages", "network", "files", "sessions", "matplotlib", "approval"},
+         "scan_stages", "audit", "language", "languages", "language_resources", "network", "files", "sessions", "matplotlib", "approval"},
         [&](const std::string& key, const YAML::Node& v, int line) -> Status {
           Note(key, v, line);
           if (key == "name") {
@@ -427,7 +433,9 @@ class FileParser {
           } else if (key == "preimport") {
             return ModuleList(key, v, line, &p_.preimport);
           } else if (key == "resources") {
-            return ParseResources(key, v, line);
+            return ParseResources(key, v, line, &p_.res);
+          } else if (key == "language_resources") {
+            return ParseLanguageResources(key, v, line);
           } else if (key == "scan_stages") {
             return ParseScanStages(key, v, line);
           } else if (key == "audit") {
@@ -583,34 +591,46 @@ class FileParser {
     return n;
   }
 
-  Status ParseResources(const std::string& key, const YAML::Node& v, int line) {
+  // `resources`, or one language's block of `language_resources` (same keys).
+  Status ParseResources(const std::string& key, const YAML::Node& v, int line, ResourceFields* out) {
     return ForEachKey(
         v, line, key,
         {"memory", "cpu", "timeout_max", "timeout_default", "pids", "disk", "output", "cpu_time"},
         [&](const std::string& k, const YAML::Node& val, int l) -> Status {
           Note(k, val, l);
-          if (k == "resources.memory") {
-            ASSIGN_OR_RETURN(p_.memory, Size(k, val, l, kMinMemoryBytes));
-          } else if (k == "resources.cpu") {
+          const std::string field = k.substr(key.size() + 1);
+          if (field == "memory") {
+            ASSIGN_OR_RETURN(out->memory, Size(k, val, l, kMinMemoryBytes));
+          } else if (field == "cpu") {
             ASSIGN_OR_RETURN(std::string s, Text(k, val, l, "a CPU amount (500m, 1.5, 2)"));
             StatusOr<double> cores = ParseCpu(s);
             if (!cores.ok()) return Err(val, l, k, cores.status().message());
-            p_.cpu = *cores;
-          } else if (k == "resources.timeout_max") {
-            ASSIGN_OR_RETURN(p_.timeout_max, Seconds(k, val, l, kMaxTimeoutSeconds));
-          } else if (k == "resources.timeout_default") {
-            ASSIGN_OR_RETURN(p_.timeout_default, Seconds(k, val, l, kMaxTimeoutSeconds));
-          } else if (k == "resources.cpu_time") {
-            ASSIGN_OR_RETURN(p_.cpu_time, Seconds(k, val, l, kMaxTimeoutSeconds * 1024));
-          } else if (k == "resources.pids") {
-            ASSIGN_OR_RETURN(p_.pids, Count(k, val, l, 1, kMaxPids));
-          } else if (k == "resources.disk") {
-            ASSIGN_OR_RETURN(p_.disk, Size(k, val, l, kMinDiskBytes));
-          } else if (k == "resources.output") {
-            ASSIGN_OR_RETURN(p_.output, Size(k, val, l, 1));
+            out->cpu = *cores;
+          } else if (field == "timeout_max") {
+            ASSIGN_OR_RETURN(out->timeout_max, Seconds(k, val, l, kMaxTimeoutSeconds));
+          } else if (field == "timeout_default") {
+            ASSIGN_OR_RETURN(out->timeout_default, Seconds(k, val, l, kMaxTimeoutSeconds));
+          } else if (field == "cpu_time") {
+            ASSIGN_OR_RETURN(out->cpu_time, Seconds(k, val, l, kMaxTimeoutSeconds * 1024));
+          } else if (field == "pids") {
+            ASSIGN_OR_RETURN(out->pids, Count(k, val, l, 1, kMaxPids));
+          } else if (field == "disk") {
+            ASSIGN_OR_RETURN(out->disk, Size(k, val, l, kMinDiskBytes));
+          } else if (field == "output") {
+            ASSIGN_OR_RETURN(out->output, Size(k, val, l, 1));
           }
           return Status::Ok();
         });
+  }
+
+  // language_resources: {javascript: {memory: 1Gi, ...}, bash: {...}}.
+  Status ParseLanguageResources(const std::string& key, const YAML::Node& v, int line) {
+    return ForEachKey(v, line, key, {"python", "javascript", "bash"},
+                      [&](const std::string& k, const YAML::Node& val, int l) -> Status {
+                        Note(k, val, l);
+                        Language language = *LanguageFromName(k.substr(key.size() + 1));
+                        return ParseResources(k, val, l, &p_.language_res[language]);
+                      });
   }
 
   Status ParseStages(const std::string& path, const YAML::Node& v, int line, bool post,
@@ -755,7 +775,26 @@ class FileParser {
 struct Resolved {
   Profile profile;
   Origins origins;  // the child's keys over the parent's
+  // language_resources keys of the whole chain (a child's over its parent's),
+  // applied on top of the resolved `resources` at the end.
+  std::map<Language, ResourceFields> language_fields;
 };
+
+template <typename T>
+void Over(std::optional<T>* dest, const std::optional<T>& v) {
+  if (v) *dest = v;
+}
+
+void Over(ResourceFields* dest, const ResourceFields& v) {
+  Over(&dest->memory, v.memory);
+  Over(&dest->pids, v.pids);
+  Over(&dest->disk, v.disk);
+  Over(&dest->output, v.output);
+  Over(&dest->cpu, v.cpu);
+  Over(&dest->timeout_max, v.timeout_max);
+  Over(&dest->timeout_default, v.timeout_default);
+  Over(&dest->cpu_time, v.cpu_time);
+}
 
 // An error about a resolved value, at the file and line that set it; when
 // that is a parent's file, the message says which profile inherited it.
@@ -825,17 +864,35 @@ StatusOr<Resolved> Resolve(const Resolved* parent, const Parsed& c) {
   }
 
   Resources& res = p.resources;
-  Set(&res.memory_bytes, c.memory);
-  Set(&res.cpu_cores, c.cpu);
-  Set(&res.timeout_max_s, c.timeout_max);
-  Set(&res.timeout_default_s, c.timeout_default);
-  if (c.cpu_time) res.cpu_time_s = c.cpu_time;
-  Set(&res.pids, c.pids);
-  Set(&res.disk_bytes, c.disk);
-  Set(&res.output_bytes, c.output);
+  auto apply = [](Resources* to, const ResourceFields& f) {
+    Set(&to->memory_bytes, f.memory);
+    Set(&to->cpu_cores, f.cpu);
+    Set(&to->timeout_max_s, f.timeout_max);
+    Set(&to->timeout_default_s, f.timeout_default);
+    if (f.cpu_time) to->cpu_time_s = f.cpu_time;
+    Set(&to->pids, f.pids);
+    Set(&to->disk_bytes, f.disk);
+    Set(&to->output_bytes, f.output);
+  };
+  apply(&res, c.res);
   // Unset anywhere in the chain: 10 s like the peer, but never above the ceiling.
   if (r.origins.find("resources.timeout_default") == r.origins.end()) {
     res.timeout_default_s = std::min(kDefaultTimeoutSeconds, res.timeout_max_s);
+  }
+  // Per language: the profile's resources with that language's keys over them.
+  for (const auto& [language, fields] : c.language_res) Over(&r.language_fields[language], fields);
+  p.language_resources.clear();
+  for (const auto& [language, fields] : r.language_fields) {
+    Resources lr = res;
+    apply(&lr, fields);
+    const std::string at = "language_resources." + std::string(LanguageName(language));
+    if (!fields.timeout_default && lr.timeout_default_s > lr.timeout_max_s) lr.timeout_default_s = lr.timeout_max_s;
+    if (lr.timeout_default_s > lr.timeout_max_s) {
+      return ErrKey(r, at + ".timeout_default",
+                    FormatNumber(lr.timeout_default_s) + " is above the timeout_max " +
+                        FormatNumber(lr.timeout_max_s) + " this language gets; the default must be allowed");
+    }
+    p.language_resources.emplace_back(language, lr);
   }
 
   Set(&p.scan_stages.pre, c.pre);

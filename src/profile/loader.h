@@ -16,6 +16,7 @@
 //   audit: {mode: {ast_scan: enforce, blocklist_audit: enforce,
 //                  audit_patterns: observe, runtime_imports: enforce}}
 //   languages: [python, javascript, bash]   # or `language: python`; the first is the default
+//   language_resources: {javascript: {memory: 1Gi}}  # a language's own limits over `resources`
 //   network: none
 //   files: {max_in_bytes: 10Mi, max_out_bytes: 10Mi, max_out_files: 64}
 //   matplotlib: false

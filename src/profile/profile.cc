@@ -8,6 +8,13 @@ bool Profile::AllowsLanguage(Language language) const {
   return std::find(languages.begin(), languages.end(), language) != languages.end();
 }
 
+const Resources& Profile::ResourcesFor(Language language) const {
+  for (const auto& [l, r] : language_resources) {
+    if (l == language) return r;
+  }
+  return resources;
+}
+
 bool Profile::AllowsImport(std::string_view module) const {
   if (any_import) return true;
   for (const std::string& allowed : allowed_imports) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -123,6 +124,9 @@ struct Profile {
   // The languages a request may ask for, in the order written (never empty);
   // the first is the one a request that names none gets.
   std::vector<Language> languages = {Language::kPython};
+  // `language_resources`: a language's own limits (the profile's resources
+  // with that language's keys over them), for the languages that have any.
+  std::vector<std::pair<Language, Resources>> language_resources;
   Network network = Network::kNone;
   FileLimits files;
   SessionLifetimes sessions;
@@ -134,6 +138,8 @@ struct Profile {
   // "numpy.linalg"; a listed "os.path" allows "os.path", not "os").
   bool AllowsImport(std::string_view module) const;
   bool AllowsLanguage(Language language) const;
+  // The resources a run in `language` gets: its language_resources entry, or `resources`.
+  const Resources& ResourcesFor(Language language) const;
   // The mode of a stage's layer (audit.mode).
   AuditMode ModeOf(ScanStage stage) const;
 };

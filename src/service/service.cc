@@ -233,6 +233,14 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     return out;
   }
   const bool python = language == profile::Language::kPython;
+  // A language with limits of its own (language_resources): they replace the
+  // profile's for this request, ceilings and defaults alike.
+  std::optional<profile::Profile> language_limited;
+  if (&p->ResourcesFor(language) != &p->resources) {
+    language_limited = *p;
+    language_limited->resources = p->ResourcesFor(language);
+    p = &*language_limited;
+  }
 
   // 2. The limits: an out-of-range timeout is the caller's mistake (422, as
   // on the fips sidecar); the other limits are clamped to the ceilings and
@@ -580,7 +588,10 @@ std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profi
     exec::PoolProfile pp;
     pp.name = p.name;
     pp.preimport = p.preimport;
-    pp.limits = ToSandboxLimits(profile::Clamp(p, profile::RequestedLimits{}));
+    // A pool's runs are Python runs: Python's own limits where the profile sets them.
+    profile::Profile python = p;
+    python.resources = p.ResourcesFor(profile::Language::kPython);
+    pp.limits = ToSandboxLimits(profile::Clamp(python, profile::RequestedLimits{}));
     out.push_back(std::move(pp));
   }
   return out;
@@ -611,6 +622,19 @@ model::ProfileView Service::View(const profile::Profile& p) const {
   v.cpu_time_s = p.resources.cpu_time_s;
   v.language = std::string(profile::LanguageName(p.languages.front()));
   for (profile::Language l : p.languages) v.languages.emplace_back(profile::LanguageName(l));
+  for (const auto& [l, r] : p.language_resources) {
+    model::ProfileView::LanguageResources lr;
+    lr.language = std::string(profile::LanguageName(l));
+    lr.memory_bytes = r.memory_bytes;
+    lr.cpu_cores = r.cpu_cores;
+    lr.timeout_max_s = r.timeout_max_s;
+    lr.timeout_default_s = r.timeout_default_s;
+    lr.pids = r.pids;
+    lr.disk_bytes = r.disk_bytes;
+    lr.output_bytes = r.output_bytes;
+    lr.cpu_time_s = r.cpu_time_s;
+    v.language_resources.push_back(std::move(lr));
+  }
   v.network = std::string(profile::NetworkName(p.network));
   v.matplotlib = p.matplotlib;
   v.is_default = p.name == options_.profiles.default_name();

@@ -29,21 +29,36 @@ LANGUAGES = ("javascript", "bash")
 SECRET_NAME = "AIRLOCK_SECRET_TEST"
 SECRET_VALUE = "server-secret-" + secrets.token_hex(8)
 
+# The shipped profiles, and one whose languages have limits of their own.
+LANG_LIMITS = ("name: lang-limits\nextends: general\nlanguage_resources:\n  javascript:\n    memory: 384Mi\n"
+               "    timeout_default: 7\n  bash:\n    pids: 16\n")
+
 server = None
+profiles_dir = None
 
 
 def setUpModule():
-    global server
+    global server, profiles_dir
     if not os.access("/usr/bin/node", os.X_OK):
         if os.environ.get("AIRLOCK_MUST_WORK") == "1":
             raise AssertionError("/usr/bin/node is missing: scripts/setup.sh installs nodejs")
         raise unittest.SkipTest("/usr/bin/node is not installed")
-    server = AirlockServer(env={SECRET_NAME: SECRET_VALUE}).start()
+    import tempfile
+
+    profiles_dir = tempfile.mkdtemp(prefix="airlock-e2e-lang-profiles-")
+    for name in os.listdir(os.path.join(SOURCE_DIR, "profiles")):
+        if name.endswith(".yaml"):
+            shutil.copy(os.path.join(SOURCE_DIR, "profiles", name), profiles_dir)
+    with open(os.path.join(profiles_dir, "lang-limits.yaml"), "w") as f:
+        f.write(LANG_LIMITS)
+    server = AirlockServer(env={SECRET_NAME: SECRET_VALUE}, profiles_dir=profiles_dir).start()
 
 
 def tearDownModule():
     if server:
         server.cleanup()
+    if profiles_dir:
+        shutil.rmtree(profiles_dir, ignore_errors=True)
 
 
 def node_takes_wasm_flag():
@@ -169,6 +184,32 @@ class TestResultShape(LanguageRun):
         self.assertEqual(status, 422, body)
         self.assertEqual(body["field"], "language")
         self.assertIn("POST /v1/execute", body["error"])
+
+    def test_a_language_may_have_limits_of_its_own(self):
+        # lang-limits: javascript 384Mi and a 7 s default, bash 16 pids; python keeps general's.
+        cases = {"javascript": ("console.log(1)", {"memory_bytes": 384 << 20, "timeout_s": 7.0, "pids": 64}),
+                 "bash": ("echo 1", {"memory_bytes": 512 << 20, "timeout_s": 10.0, "pids": 16}),
+                 "python": ("print(1)", {"memory_bytes": 512 << 20, "timeout_s": 10.0, "pids": 64})}
+        for language, (code, want) in cases.items():
+            with self.subTest(language=language):
+                status, body = server.execute(code, path="/v1/execute", profile="lang-limits", language=language)
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["stdout"], "1\n")
+                got = {k: body["profile"][k] for k in want}
+                self.assertEqual(got, want)
+        # A memory bomb meets its language's limit, and says which.
+        status, body = server.execute("const a = []; while (true) a.push(new Array(1e6).fill(1.5));",
+                                      path="/v1/execute", profile="lang-limits", language="javascript", timeout=30)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["kill_reason"], "memory", body)
+        self.assertIn(str(384 << 20), body["kill_detail"])
+        # The profile says so.
+        status, _, data = server.get("/v1/profiles/lang-limits")
+        self.assertEqual(status, 200)
+        lr = json.loads(data)["language_resources"]
+        self.assertEqual(sorted(lr), ["bash", "javascript"])
+        self.assertEqual((lr["javascript"]["memory_bytes"], lr["javascript"]["timeout_default"]), (384 << 20, 7.0))
+        self.assertEqual(lr["bash"]["pids"], 16)
 
     def test_javascript_runtime_works_under_the_layers(self):
         # The JIT (a hot loop gets compiled), worker threads, child processes and WebAssembly.

@@ -199,7 +199,7 @@ TEST(ProfileErrorTest, UnknownKeyListsTheValidOnes) {
   EXPECT_EQ(
       Error("name: t\nimport:\n  allowed: [math]\n"),
       "profiles/t.yaml:2: import: unknown key (valid keys: name, description, extends, imports, "
-      "blocklist, preimport, resources, scan_stages, audit, language, languages, network, files, "
+      "blocklist, preimport, resources, scan_stages, audit, language, languages, language_resources, network, files, "
       "sessions, matplotlib, approval)");
   EXPECT_EQ(Error("sessions:\n  ttl: 0\n"),
             "profiles/t.yaml:2: sessions.ttl: '0' is out of range (more than 0, at most 31622400 seconds)");
@@ -260,6 +260,37 @@ TEST(ProfileErrorTest, UnknownLanguagesAndBothKeys) {
   EXPECT_THAT(Error("languages: []\n"), HasSubstr("languages: at least one language is needed"));
   EXPECT_THAT(Error("language: python\nlanguages: [bash]\n"),
               HasSubstr("`language` and `languages` are one setting"));
+}
+
+TEST(ProfileLanguagesTest, LanguageResourcesOverTheProfilesAndInherited) {
+  StatusOr<ProfileSet> parsed = ParseSet(
+      {{"p/base.yaml", "languages: [python, javascript, bash]\nresources:\n  memory: 512Mi\n  timeout_max: 30\n"
+                       "language_resources:\n  javascript:\n    memory: 1Gi\n    timeout_default: 20\n"},
+       {"p/child.yaml", "extends: base\nresources:\n  pids: 40\nlanguage_resources:\n  javascript:\n"
+                        "    pids: 80\n  bash:\n    timeout_max: 5\n"}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const Profile* base = parsed->Find("base");
+  EXPECT_EQ(base->ResourcesFor(Language::kPython).memory_bytes, 512ll << 20);  // no block: the profile's
+  EXPECT_EQ(&base->ResourcesFor(Language::kPython), &base->resources);
+  EXPECT_EQ(base->ResourcesFor(Language::kJavaScript).memory_bytes, 1ll << 30);
+  EXPECT_DOUBLE_EQ(base->ResourcesFor(Language::kJavaScript).timeout_default_s, 20);
+  EXPECT_DOUBLE_EQ(base->ResourcesFor(Language::kJavaScript).timeout_max_s, 30);  // the profile's
+  const Profile* child = parsed->Find("child");
+  const Resources& js = child->ResourcesFor(Language::kJavaScript);
+  EXPECT_EQ(js.memory_bytes, 1ll << 30);  // inherited block
+  EXPECT_EQ(js.pids, 80);                 // the child's key over it
+  EXPECT_EQ(child->resources.pids, 40);
+  const Resources& sh = child->ResourcesFor(Language::kBash);
+  EXPECT_DOUBLE_EQ(sh.timeout_max_s, 5);
+  EXPECT_DOUBLE_EQ(sh.timeout_default_s, 5);  // the default follows a lower ceiling
+  EXPECT_EQ(sh.pids, 40);
+  // Errors name the key path.
+  EXPECT_THAT(Error("language_resources:\n  ruby:\n    memory: 1Gi\n"),
+              HasSubstr("language_resources.ruby: unknown key (valid keys: python, javascript, bash)"));
+  EXPECT_THAT(Error("language_resources:\n  bash:\n    memory: 12Qi\n"),
+              HasSubstr("language_resources.bash.memory:"));
+  EXPECT_THAT(Error("language_resources:\n  bash:\n    timeout_max: 5\n    timeout_default: 9\n"),
+              HasSubstr("language_resources.bash.timeout_default: 9 is above the timeout_max 5"));
 }
 
 TEST(ProfileLanguagesTest, ListOrderAliasesAndInheritance) {
