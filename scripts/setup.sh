@@ -35,10 +35,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The interop tests drive real clients from the npm registry, pinned in
+# JavaScript runs use /usr/bin/node (the sandbox binds the host's /usr), and the
+# interop tests drive real clients from the npm registry, pinned in
 # tests/interop/package-lock.json (Node >= 18: Debian 12's nodejs will do; a
-# node already on the machine is kept).
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+# node already in /usr/bin is kept).
+if [ ! -x /usr/bin/node ] || ! command -v npm >/dev/null; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends nodejs npm
 fi
