@@ -96,6 +96,13 @@ def supports_pool_size():
     return _pool_flag_cache[path]
 
 
+def assert_server_alive(test, server):
+    """Asserts that `server` is still running and answers /healthz (after an attack)."""
+    test.assertIsNone(server.proc.poll(), "the server died")
+    status, _, _ = server.get("/healthz")
+    test.assertEqual(status, 200)
+
+
 def assert_mode(test, body):
     """Asserts that a /v1/execute response took the path $AIRLOCK_E2E_MODE asks for.
 

@@ -24,8 +24,8 @@ import tempfile
 import time
 import unittest
 
-from airlock_server import (AirlockServer, SOURCE_DIR, assert_mode, descendants, expected_mode, host_processes,
-                            plant_host_secret)
+from airlock_server import (AirlockServer, SOURCE_DIR, assert_mode, assert_server_alive, descendants, expected_mode,
+                            host_processes, plant_host_secret)
 
 PROFILE = "general"
 SECRET_NAME = "AIRLOCK_SECRET_TEST"
@@ -75,9 +75,7 @@ class KernelAttack(unittest.TestCase):
         return body
 
     def assertServerAlive(self):
-        self.assertIsNone(server.proc.poll(), "the server died")
-        status, _, _ = server.get("/healthz")
-        self.assertEqual(status, 200)
+        assert_server_alive(self, server)
 
 
 class TestFilesystem(KernelAttack):

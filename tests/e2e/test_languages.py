@@ -22,7 +22,8 @@ import sys
 import time
 import unittest
 
-from airlock_server import AirlockServer, SOURCE_DIR, descendants, host_processes, plant_host_secret
+from airlock_server import (AirlockServer, SOURCE_DIR, assert_server_alive, descendants, host_processes,
+                            plant_host_secret)
 
 PROFILE = "general"
 LANGUAGES = ("javascript", "bash")
@@ -91,9 +92,7 @@ class LanguageRun(unittest.TestCase):
         return body
 
     def assertServerAlive(self):
-        self.assertIsNone(server.proc.poll(), "the server died")
-        status, _, _ = server.get("/healthz")
-        self.assertEqual(status, 200)
+        assert_server_alive(self, server)
 
 
 class TestResultShape(LanguageRun):
