@@ -57,6 +57,20 @@ def with_token(token):
     return [p for p, i in host_processes().items() if token.encode() in i["cmdline"]]
 
 
+def start_sleepers(test, client, sid, token, *popen_kwargs):
+    """Starts one `/bin/sleep TOKEN` per entry of popen_kwargs (Popen keyword text, e.g.
+    "start_new_session=True") in session `sid`, asserts the call succeeded (a fork of a big
+    interpreter under the sanitizers and a loaded host can take seconds: the call may take up to
+    60) and returns the host pids holding TOKEN."""
+    code = "import subprocess\n" + "".join(
+        f"subprocess.Popen(['/bin/sleep', '{token}']{', ' + kw if kw else ''})\n" for kw in (popen_kwargs or ("",)))
+    status, body = client.execute(sid, code, timeout=60)
+    test.assertEqual((status, body.get("exit_code")), (200, 0), body)
+    found = with_token(token)
+    test.assertTrue(found, "the session's children should be running between calls")
+    return found
+
+
 def wait_gone(token, seconds=5):
     """Waits (bounded) until no host process has `token`; returns those left."""
     deadline = time.monotonic() + scaled(seconds)
@@ -202,8 +216,7 @@ class TestSessions(SessionTestCase):
     def test_a_call_that_ignores_the_interrupt_ends_its_session(self):
         sid = self.new()["id"]
         token = f"4545{secrets.randbelow(10 ** 6)}"
-        self.run_ok(sid, f"import subprocess\nsubprocess.Popen(['/bin/sleep', '{token}'])")
-        self.assertTrue(with_token(token))
+        start_sleepers(self, self.c, sid, token)
         body = self.run_ok(sid, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass",
                            timeout=1)
         self.assertEqual(body["kill_reason"], "timeout")
@@ -355,10 +368,7 @@ class TestSessions(SessionTestCase):
     def test_delete_ends_every_process_of_the_session_at_once(self):
         sid = self.new()["id"]
         token = f"4343{secrets.randbelow(10 ** 6)}"
-        self.run_ok(sid, "import subprocess\n"
-                         f"subprocess.Popen(['/bin/sleep', '{token}'], start_new_session=True)\n"
-                         f"subprocess.Popen(['/bin/sleep', '{token}'])")
-        self.assertTrue(with_token(token), "the session's children should be running between calls")
+        start_sleepers(self, self.c, sid, token, "start_new_session=True", "")
         status, _ = self.c.delete(sid)
         self.made.remove(sid)
         self.assertEqual(status, 204)
@@ -607,8 +617,7 @@ class TestLimitsAndLifetimes(unittest.TestCase):
     def test_idle_sessions_expire_and_free_everything(self):
         sid = self.c.create(profile="general", idle_timeout=1)[2]["id"]
         token = f"4646{secrets.randbelow(10 ** 6)}"
-        self.assertEqual(self.c.execute(sid, f"import subprocess\nsubprocess.Popen(['/bin/sleep', '{token}'])")[0], 200)
-        self.assertTrue(with_token(token))
+        start_sleepers(self, self.c, sid, token)
         deadline = time.monotonic() + scaled(10)
         status = 200
         while time.monotonic() < deadline and status == 200:
@@ -669,8 +678,7 @@ class TestShutdown(unittest.TestCase):
             token = f"4444{secrets.randbelow(10 ** 6)}"
             for _ in range(2):
                 sid = c.create(profile="general")[2]["id"]
-                c.execute(sid, f"import subprocess\nsubprocess.Popen(['/bin/sleep', '{token}'])")
-            self.assertTrue(with_token(token))
+                start_sleepers(self, c, sid, token)
             self.assertEqual(srv.stop(), 0)
             self.assertEqual(wait_gone(token), [])
             self.assertEqual(run_cgroups(srv.proc.pid), set())
