@@ -66,7 +66,7 @@ def start_sleepers(test, client, sid, token, *popen_kwargs):
         f"subprocess.Popen(['/bin/sleep', '{token}']{', ' + kw if kw else ''})\n" for kw in (popen_kwargs or ("",)))
     status, body = client.execute(sid, code, timeout=60)
     test.assertEqual((status, body.get("exit_code")), (200, 0), body)
-    # Popen returns once the child is past exec's point of no return, a moment before the kernel
+    # Most likely: Popen returns once the child is past exec's point of no return, a moment before the kernel
     # sets up its new command line (/proc/PID/cmdline reads empty until then); in a session
     # throttled by its CPU quota on a loaded host that moment lasted long enough for CI to see
     # (measured: found 0.5 s later, 6 times in 150). Wait for it, bounded.
