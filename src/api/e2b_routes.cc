@@ -12,6 +12,15 @@
 namespace airlock::api {
 namespace {
 
+// E2B's 400 for a context or call in another language than Python.
+model::ApiError NotPython(const std::string& language) {
+  return {model::ErrorKind::kBadRequest,
+          "language '" + language.substr(0, 40) +
+              "' is not supported here: an E2B context is a live Python interpreter (JavaScript and bash run one "
+              "request at a time through POST /v1/execute)",
+          ""};
+}
+
 constexpr std::string_view kContexts = "/contexts";
 
 E2bReply Error(const model::ApiError& e, const std::vector<model::Violation>& violations = {}) {
@@ -136,9 +145,7 @@ std::optional<std::string> E2bRoutes::NewContext(const std::string& owner, const
   Context c;
   c.owner = owner;
   if (request.language && *request.language != "python") {
-    *error = {model::ErrorKind::kBadRequest,
-              "language '" + request.language->substr(0, 40) + "' is not supported here: an E2B context is a live Python interpreter (JavaScript and bash run "
-              "one request at a time through POST /v1/execute)", ""};
+    *error = NotPython(*request.language);
     return std::nullopt;
   }
   if (request.cwd) {
@@ -199,9 +206,7 @@ E2bReply E2bRoutes::Execute(const E2bRequest& rq, const E2bHooks& hooks) {
   model::ApiError error;
   if (!model::ParseE2bExecuteRequest(rq.body, opt_.caps, &req, &error)) return Error(error);
   if (req.language && *req.language != "python") {
-    return Error({model::ErrorKind::kBadRequest,
-                  "language '" + req.language->substr(0, 40) + "' is not supported here: an E2B context is a live Python interpreter (JavaScript and bash run "
-              "one request at a time through POST /v1/execute)", ""});
+    return Error(NotPython(*req.language));
   }
   if (req.env_vars > 0) {
     return Error({model::ErrorKind::kBadRequest,

@@ -458,7 +458,7 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
   for (const auto& [m, a] : p.blocklist) blocklist.push_back(json::array({m, a}));
   json modes = json::object();
   for (const auto& [layer, mode] : p.audit_modes) modes[layer] = mode;
-  auto resources_json = [](const auto& r) {
+  auto resources_json = [](const ResourcesView& r) {
     return json{{"memory_bytes", r.memory_bytes},
                 {"cpu_cores", r.cpu_cores},
                 {"timeout_max", r.timeout_max_s},
@@ -470,9 +470,7 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
   };
   json resources = resources_json(p);
   json language_resources = json::object();
-  for (const ProfileView::LanguageResources& lr : p.language_resources) {
-    language_resources[lr.language] = resources_json(lr);
-  }
+  for (const auto& [language, r] : p.language_resources) language_resources[language] = resources_json(r);
   json j = {
       {"name", p.name},
       {"description", p.description},

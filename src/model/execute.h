@@ -201,7 +201,21 @@ std::string ErrorToJson(const ApiError& error, const std::string& request_id);
 // ---------------------------------------------------------------------------
 // Profiles (GET /profile, /v1/profiles, /v1/profiles/{name})
 
-struct ProfileView {
+// A profile's resources as views show them: its ceilings and default timeout
+// (the profile's own, or one language's language_resources).
+struct ResourcesView {
+  int64_t memory_bytes = 0;
+  double cpu_cores = 0;
+  double timeout_max_s = 0;
+  double timeout_default_s = 0;
+  int64_t pids = 0;
+  int64_t disk_bytes = 0;
+  int64_t output_bytes = 0;
+  std::optional<double> cpu_time_s;
+};
+
+// The resource fields (memory_bytes, ...) are the profile's own `resources`.
+struct ProfileView : ResourcesView {
   std::string name;
   std::string description;
   std::string extends;
@@ -211,30 +225,10 @@ struct ProfileView {
   std::vector<std::string> preimport;
   std::vector<std::string> scan_pre, scan_post;
   std::vector<std::pair<std::string, std::string>> audit_modes;  // layer -> enforce|observe|off
-  // resources (ceilings and the default timeout)
-  int64_t memory_bytes = 0;
-  double cpu_cores = 0;
-  double timeout_max_s = 0;
-  double timeout_default_s = 0;
-  int64_t pids = 0;
-  int64_t disk_bytes = 0;
-  int64_t output_bytes = 0;
-  std::optional<double> cpu_time_s;
   std::string language;                // the first of languages: what a request gets by default
   std::vector<std::string> languages;  // what the profile allows
-  // language_resources: a language's own limits, the resources fields above.
-  struct LanguageResources {
-    std::string language;
-    int64_t memory_bytes = 0;
-    double cpu_cores = 0;
-    double timeout_max_s = 0;
-    double timeout_default_s = 0;
-    int64_t pids = 0;
-    int64_t disk_bytes = 0;
-    int64_t output_bytes = 0;
-    std::optional<double> cpu_time_s;
-  };
-  std::vector<LanguageResources> language_resources;
+  // language_resources: language name -> that language's own resources.
+  std::vector<std::pair<std::string, ResourcesView>> language_resources;
   std::string network;
   bool matplotlib = false;
   bool is_default = false;

@@ -70,6 +70,19 @@ model::Violation ToViolation(const analyzer::Finding& f, profile::ScanStage stag
   return v;
 }
 
+model::ResourcesView ToResourcesView(const profile::Resources& r) {
+  model::ResourcesView v;
+  v.memory_bytes = r.memory_bytes;
+  v.cpu_cores = r.cpu_cores;
+  v.timeout_max_s = r.timeout_max_s;
+  v.timeout_default_s = r.timeout_default_s;
+  v.pids = r.pids;
+  v.disk_bytes = r.disk_bytes;
+  v.output_bytes = r.output_bytes;
+  v.cpu_time_s = r.cpu_time_s;
+  return v;
+}
+
 model::ApiError Invalid(std::string field, std::string message) {
   return model::ApiError{model::ErrorKind::kUnprocessable, std::move(message), std::move(field)};
 }
@@ -612,28 +625,11 @@ model::ProfileView Service::View(const profile::Profile& p) const {
                    {"blocklist_audit", std::string(profile::AuditModeName(p.audit.blocklist_audit))},
                    {"audit_patterns", std::string(profile::AuditModeName(p.audit.audit_patterns))},
                    {"runtime_imports", std::string(profile::AuditModeName(p.audit.runtime_imports))}};
-  v.memory_bytes = p.resources.memory_bytes;
-  v.cpu_cores = p.resources.cpu_cores;
-  v.timeout_max_s = p.resources.timeout_max_s;
-  v.timeout_default_s = p.resources.timeout_default_s;
-  v.pids = p.resources.pids;
-  v.disk_bytes = p.resources.disk_bytes;
-  v.output_bytes = p.resources.output_bytes;
-  v.cpu_time_s = p.resources.cpu_time_s;
+  static_cast<model::ResourcesView&>(v) = ToResourcesView(p.resources);
   v.language = std::string(profile::LanguageName(p.languages.front()));
   for (profile::Language l : p.languages) v.languages.emplace_back(profile::LanguageName(l));
   for (const auto& [l, r] : p.language_resources) {
-    model::ProfileView::LanguageResources lr;
-    lr.language = std::string(profile::LanguageName(l));
-    lr.memory_bytes = r.memory_bytes;
-    lr.cpu_cores = r.cpu_cores;
-    lr.timeout_max_s = r.timeout_max_s;
-    lr.timeout_default_s = r.timeout_default_s;
-    lr.pids = r.pids;
-    lr.disk_bytes = r.disk_bytes;
-    lr.output_bytes = r.output_bytes;
-    lr.cpu_time_s = r.cpu_time_s;
-    v.language_resources.push_back(std::move(lr));
+    v.language_resources.emplace_back(std::string(profile::LanguageName(l)), ToResourcesView(r));
   }
   v.network = std::string(profile::NetworkName(p.network));
   v.matplotlib = p.matplotlib;
