@@ -147,10 +147,19 @@ done
                                f"{''.join(self.server.stderr_lines)[-3000:]}")
             self.assertEqual(modes[-2:], ["warm", "warm"], modes)
             print(f"warm again {time.monotonic() - start:.1f} s after the renames: {modes}")
-            status, ready = self.server.readyz()
-            self.assertEqual(status, 200, ready)
-            for name, pool in ready["pools"].items():
-                self.assertNotEqual(pool.get("state"), "degraded", ready)
+            # Every pool replaces its zygote after the renames, and a pool whose runs failed their
+            # setup meanwhile says degraded (reason run_setup) until its new zygote is up; the
+            # slow ones (visualization imports matplotlib) take longer than general. Each must
+            # recover by itself: wait for that, bounded.
+            recover_by = time.monotonic() + 90
+            while True:
+                status, ready = self.server.readyz()
+                self.assertEqual(status, 200, ready)
+                degraded = {n: p for n, p in ready["pools"].items() if p.get("state") == "degraded"}
+                if not degraded:
+                    break
+                self.assertLess(time.monotonic(), recover_by, f"pools still degraded 90 s after the renames: {ready}")
+                time.sleep(0.5)
         else:
             self.assertEqual(set(modes), {"cold"}, modes)
 
