@@ -10,6 +10,12 @@ For each profile (default: minimal and data-science) it measures whole-machine C
   fork+ns         the same, the child first calling unshare(user, mount, net, ipc, uts)
   fork+ns-net     the same without the network namespace (what a run pays when it shares its
                   zygote's: see docs/benchmarks.md)
+  clone(ns-net+pid)  one clone(2) into a run's namespaces as the default server makes them
+                  (user, pid, mount, ipc, uts; the network namespace shared), the child
+                  exiting at once: what a run whose program is its own process costs
+  clone(ns-net+pid), init forks   the same, the child (pid 1 of its namespace) forking a
+                  second copy of the interpreter and waiting for it, as a warm run's init forks
+                  its program: the difference to the row above is what the init's copy costs
   airlock warm    POST /v1/execute of `print(1)` to a running airlock (warm pool), closed loop
                   on c keep-alive connections; this process's own CPU (the load generator) is
                   subtracted
@@ -39,6 +45,7 @@ CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
 NS_ALL = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
@@ -47,7 +54,8 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 FLOOR = r"""
 import ctypes, gc, importlib, os, sys
 mods = [m for m in sys.argv[1].split(",") if m]
-flags, n, c = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+flags, n, c, shape = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+SYS_CLONE, SIGCHLD = 56, 17  # x86-64
 for m in mods:
     importlib.import_module(m)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -58,11 +66,26 @@ sys.stdin.readline()
 failed = started = running = 0
 while started < n or running:
     while running < c and started < n:
-        pid = os.fork()
-        if pid == 0:
-            if flags and libc.unshare(flags) != 0:
-                os._exit(3)
-            os._exit(0)
+        if shape == "fork":
+            pid = os.fork()
+            if pid == 0:
+                if flags and libc.unshare(flags) != 0:
+                    os._exit(3)
+                os._exit(0)
+        else:
+            # As a warm run is made: one clone(2) into the namespaces (a pid namespace too), the
+            # child being the namespace's init; with shape "init" it forks the program (a second
+            # copy of the interpreter) and waits for it, as a run's init does.
+            pid = libc.syscall(SYS_CLONE, flags | SIGCHLD, 0, 0, 0, 0)
+            if pid == 0:
+                if shape == "init":
+                    q = os.fork()
+                    if q == 0:
+                        os._exit(0)
+                    os.waitpid(q, 0)
+                os._exit(0)
+            if pid < 0:
+                os._exit(4)
         started += 1
         running += 1
     _, status = os.wait()
@@ -81,9 +104,9 @@ def machine_cpu_s():
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
-def floor(mods, flags, n, c):
+def floor(mods, flags, n, c, shape="fork"):
     p = subprocess.Popen([PYTHON,
-                          "-c", FLOOR, ",".join(mods), str(flags), str(n), str(c)],
+                          "-c", FLOOR, ",".join(mods), str(flags), str(n), str(c), shape],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready", "the floor's interpreter did not start"
     t0, w0 = machine_cpu_s(), time.monotonic()
@@ -157,6 +180,11 @@ def main():
         row["fork"] = floor(mods, 0, args.n, args.c)
         row["fork+ns"] = floor(mods, NS_ALL, args.n, args.c)
         row["fork+ns-net"] = floor(mods, NS_ALL & ~CLONE_NEWNET, args.n, args.c)
+        # What a warm run's own shape adds (shared network namespace, as the default server):
+        # the pid namespace, then the run's init being a second copy of the interpreter.
+        run_ns = (NS_ALL & ~CLONE_NEWNET) | CLONE_NEWPID
+        row["clone(ns-net+pid)"] = floor(mods, run_ns, args.n, args.c, "clone")
+        row["clone(ns-net+pid), init forks"] = floor(mods, run_ns, args.n, args.c, "init")
         row["airlock warm"] = airlock(args.url, args.token, profile, args.n, args.c, args.warmup)
         if args.cold_url:
             row["airlock cold"] = airlock(args.cold_url, args.token, profile, max(50, args.n // 5), args.c, 10)
@@ -167,7 +195,8 @@ def main():
         out["profiles"][profile] = row
     out["loadavg_after"] = os.getloadavg()
 
-    names = ["fork", "fork+ns", "fork+ns-net", "airlock warm", "airlock cold"]
+    names = ["fork", "fork+ns", "fork+ns-net", "clone(ns-net+pid)", "clone(ns-net+pid), init forks",
+             "airlock warm", "airlock cold"]
     profiles = list(out["profiles"])
     print(f"whole-machine CPU per run, c={args.c}, n={args.n} "
           f"(load {out['loadavg_before'][0]:.1f} -> {out['loadavg_after'][0]:.1f})\n")

@@ -295,6 +295,22 @@ struct WarmPool::Impl {
     if (!cgroup.ok()) return cgroup.status();
     slot.run.cgroup = std::move(*cgroup);
     RETURN_IF_ERROR(slot.run.cgroup->AddProcessByPidfd(slot.run.pidfd.get()));
+    // And its program, which init forked before anything else and which waits
+    // for the go below (isolation/warm_run.h): by pidfd, checked still init's
+    // child once pinned, so that a recycled pid is never taken for it.
+    ASSIGN_OR_RETURN(std::vector<pid_t> children, isolation::ChildrenOfPidfd(slot.run.pidfd.get()));
+    if (children.size() != 1) {
+      return Internal("a warm run's init has " + std::to_string(children.size()) +
+                      " children before go; it must have its program alone");
+    }
+    UniqueFd program(static_cast<int>(::syscall(SYS_pidfd_open, children.front(), 0)));
+    if (!program) return ErrnoError("pidfd_open of a warm run's program");
+    ASSIGN_OR_RETURN(std::vector<pid_t> again, isolation::ChildrenOfPidfd(slot.run.pidfd.get()));
+    if (again.size() != 1 || again.front() != children.front()) {
+      return Unavailable("a warm run's program ended before it was put in its cgroup");
+    }
+    RETURN_IF_ERROR(slot.run.cgroup->AddProcessByPidfd(program.get()));
+    slot.run.program_pid = children.front();
     struct timeval tv = {2, 0};  // a hand-off never waits long on a run that stopped reading
     ::setsockopt(slot.control.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (::send(slot.control.get(), &isolation::kWarmGo, 1, MSG_NOSIGNAL) != 1) {
@@ -573,10 +589,7 @@ struct WarmPool::Impl {
       p.backoff_ms = 500;
       p.refills++;
       Recovered(p);
-      // Read here, off the request's path: Execution::CanFinishOnEnd needs it.
-      if (auto children = isolation::ChildrenOfPidfd(slot.run.pidfd.get()); children.ok() && children->size() == 1) {
-        slot.run.program_pid = children->front();
-      }
+      // Execution::CanFinishOnEnd needs the program's pid: PutInCgroup read it.
       {
         std::lock_guard<std::mutex> lock(mu);
         p.ready.push_back(std::move(slot));

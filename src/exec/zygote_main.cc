@@ -233,13 +233,8 @@ class Zygote {
     fds.stdout_w = p[1][1];
     fds.stderr_w = p[2][1];
     fds.events_w = p[3][1];
-    int control = -1;
     PyOS_BeforeFork();
-    StatusOr<pid_t> pid = factory_->Clone(fds, &control, host_id);
-    if (pid.ok() && *pid == 0) {
-      PyOS_AfterFork_Child();
-      RunProgram(warm_main_, rehearse_, control);
-    }
+    StatusOr<pid_t> pid = factory_->Clone(fds, &Zygote::ProgramMain, this, host_id);
     PyOS_AfterFork_Parent();
     if (!pid.ok()) return pid.status();
     UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, *pid, 0)));
@@ -253,6 +248,13 @@ class Zygote {
       return ErrnoError("sendmsg (a warm run's fds to the server)");
     }
     return Status::Ok();  // our copies close here; the run and the server hold theirs
+  }
+
+  // In the run's program (WarmRunFactory::ProgramMain).
+  [[noreturn]] static void ProgramMain(void* self, int control) {
+    auto* z = static_cast<Zygote*>(self);
+    PyOS_AfterFork_Child();
+    RunProgram(z->warm_main_, z->rehearse_, control);
   }
 
   int Loop() {
@@ -396,7 +398,6 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
     SendText(zygote::kFailed, "planning warm runs: " + factory.status().ToString());
     return 1;
   }
-  (*factory)->SetArgvArea(reinterpret_cast<uintptr_t>(g_argv_begin), reinterpret_cast<uintptr_t>(g_argv_end));
   // Our own pidfd: the server learns of our death before our runs' (they die
   // when our parent, the namespace's init, follows us).
   UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));

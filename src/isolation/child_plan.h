@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "isolation/init_loop.h"  // ProgramStatus
 #include "isolation/landlock.h"
 #include "isolation/seccomp_policy.h"
 #include "isolation/spec.h"
@@ -42,6 +43,7 @@ enum Step : int {
   kStepExec,
   kStepReady,  // a warm run could not tell its zygote's server that it is ready
   kStepLocks,  // the lock filter and its hand-over to init (lock_supervisor.h)
+  kStepIdMaps, // a warm run's first process writing its own uid/gid maps
   kStepCount,
 };
 
@@ -97,13 +99,6 @@ struct ChildPlan {
   int extra_fd = -1;   // becomes fd 3
 };
 
-// What init writes to status_w when the program has ended: its wait status and
-// the resources used by everything the run reaped (init's RUSAGE_CHILDREN).
-struct ProgramStatus {
-  int wait_status;
-  struct rusage usage;
-};
-
 // Fills a plan from a spec (parent side; allocates). In place: plan->argv and
 // envp point into the plan's own storage, so the plan must not move afterwards.
 void FillChildPlan(ChildPlan* plan, const Spec& spec, int landlock_abi, const SeccompProgram* seccomp);
@@ -124,5 +119,15 @@ int ApplyMountsInChild(const ChildPlan& plan, int* failed_index, int* failed_ste
 // process of a warm plan (plan.warm), with every layer in force; the caller
 // then runs the code and _exit()s.
 void RunChild(const ChildPlan& plan);
+
+// A warm run's program, forked by the run's first process (which then becomes
+// the init program, init_loop.h) before any setup: closes every fd but the
+// plan's and lock_sock, waits for sync_r, sets the run up as RunChild does and
+// returns with every layer in force (lock_sock: where the lock filter's
+// listener goes to init; -1 without a lock filter). Fails as RunChild does.
+void RunWarmProgram(const ChildPlan& plan, int lock_sock);
+
+// fork() without glibc's atfork handlers (a raw clone(SIGCHLD)).
+pid_t RawFork();
 
 }  // namespace airlock::isolation::internal

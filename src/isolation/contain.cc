@@ -5,10 +5,8 @@
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <sched.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -19,6 +17,7 @@
 #include <cerrno>
 
 #include "isolation/child_plan.h"
+#include "isolation/init_loop.h"
 #include "isolation/lock_supervisor.h"
 #include "isolation/spec.h"
 
@@ -34,9 +33,6 @@ constexpr int kExitSetupFailed = 127;
   ::_exit(kExitSetupFailed);
 }
 
-// fork() without glibc's atfork handlers: another thread of the parent may have
-// held the malloc lock when we were cloned, and we never allocate anyway.
-pid_t RawFork() { return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr)); }
 
 int SetAllCaps(bool raise) {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
@@ -183,9 +179,9 @@ void RestrictProgram(const ChildPlan& plan, int lock_sock) {
 // Closes every fd but the plan's own. init never execs, so close-on-exec does
 // not protect it: without this it would hold the server's sockets and other
 // runs' pipes (keeping them from reaching EOF) for as long as the run lives.
-void CloseInheritedFds(const ChildPlan& plan) {
+void CloseInheritedFds(const ChildPlan& plan, int also_keep) {
   int keep[] = {plan.sync_r,   plan.err_w,    plan.status_w, plan.stdout_w,
-                plan.stderr_w, plan.extra_fd, plan.exec_fd};
+                plan.stderr_w, plan.extra_fd, plan.exec_fd,  also_keep};
   constexpr int n = sizeof keep / sizeof keep[0];
   for (int i = 1; i < n; ++i) {  // insertion sort: no allocation
     for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
@@ -203,74 +199,10 @@ void CloseInheritedFds(const ChildPlan& plan) {
   ::syscall(SYS_close_range, next, ~0U, 0);
 }
 
-// The program ended: so does the run. Kill and reap everything else in our pid
-// namespace first (a process forked meanwhile is caught by the next round), so
-// that when the status is out, no process of the run is left but this one,
-// which only exits; what we reaped is everything the run used that is
-// accounted to processes.
-[[noreturn]] void EndRun(const ChildPlan& plan, int status) {
-  for (;;) {
-    ::kill(-1, SIGKILL);
-    int ignored;
-    pid_t r = ::waitpid(-1, &ignored, __WALL);
-    if (r < 0 && errno == ECHILD) break;
-  }
-  ProgramStatus report{};
-  report.wait_status = status;
-  ::getrusage(RUSAGE_CHILDREN, &report.usage);
-  ssize_t unused = ::write(plan.status_w, &report, sizeof report);
-  (void)unused;
-  ::_exit(0);
-}
-
-// init's life when it answers the program's lock requests: reaps (SIGCHLD by a
-// signalfd) and answers the listener in one poll loop.
-[[noreturn]] void SuperviseLocksUntilTheEnd(const ChildPlan& plan, pid_t program, int listener) {
-  LockSupervisor sup;
-  InitLockSupervisor(&sup, listener, plan.workdir.c_str());
-  sigset_t chld;
-  ::sigemptyset(&chld);
-  ::sigaddset(&chld, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-  const int sfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);  // < 0: poll every 10 ms instead
-  bool watch_listener = true;
-  for (;;) {
-    for (;;) {
-      int status = 0;
-      pid_t pid = ::waitpid(-1, &status, __WALL | WNOHANG);
-      if (pid == 0) break;
-      if (pid < 0) {
-        if (errno == EINTR) continue;
-        ::_exit(kExitSetupFailed);  // no children left: cannot happen before the program exits
-      }
-      if (pid == program) EndRun(plan, status);
-    }
-    struct pollfd fds[2] = {{sfd, POLLIN, 0}, {sup.listener, POLLIN, 0}};
-    const nfds_t n = watch_listener ? 2 : 1;
-    int timeout = LockRetryMs(sup);
-    if (sfd < 0 && (timeout < 0 || timeout > 10)) timeout = 10;
-    if (::poll(fds, n, timeout) < 0) continue;
-    if (fds[0].revents & POLLIN) {
-      struct signalfd_siginfo info[8];
-      while (::read(sfd, info, sizeof info) > 0) {
-      }
-    }
-    if (watch_listener && (fds[1].revents & POLLIN)) {
-      HandleLockNotification(&sup);
-    } else if (watch_listener && fds[1].revents) {
-      watch_listener = false;  // no process of the run is left that could ask
-    }
-    if (sup.n_pending > 0) RetryPendingLocks(&sup);
-  }
-}
-
-}  // namespace
-
-void RunChild(const ChildPlan& plan) {
-  CloseInheritedFds(plan);
-  // Die with the process that launched us; then wait until it has written our
-  // id maps and put us in the run's cgroup.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+// From the launcher's go to the run's filesystem: waits until the launcher has
+// written the id maps and put us in the run's cgroup, then the cgroup
+// namespace, the sandbox user (capabilities kept), the hostname, the mounts.
+void SetUpRun(const ChildPlan& plan) {
   char go = 0;
   ssize_t n;
   do {
@@ -298,6 +230,28 @@ void RunChild(const ChildPlan& plan) {
 
   int index = -1, step = 0;
   if (int err = ApplyMountsInChild(plan, &index, &step)) Fail(plan, step, err, index);
+}
+
+}  // namespace
+
+// fork() without glibc's atfork handlers: another thread of the parent may have
+// held the malloc lock when we were cloned, and we never allocate anyway.
+pid_t RawFork() { return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr)); }
+
+void RunWarmProgram(const ChildPlan& plan, int lock_sock) {
+  CloseInheritedFds(plan, lock_sock);
+  // No parent-death signal yet: our parent is the run's init, and until
+  // RestrictProgram sets one, its death ends us with the pid namespace.
+  SetUpRun(plan);
+  RestrictProgram(plan, lock_sock);
+}
+
+void RunChild(const ChildPlan& plan) {
+  CloseInheritedFds(plan, -1);
+  // Die with the process that launched us; then wait until it has written our
+  // id maps and put us in the run's cgroup.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  SetUpRun(plan);
 
   // A zygote is its namespace's init itself (it reaps its runs): no copy of
   // the server's memory stays alive next to it.
@@ -334,22 +288,8 @@ void RunChild(const ChildPlan& plan) {
     *p = 0;
   }
 
-  if (lock_sock[0] >= 0) {
-    ::close(lock_sock[1]);
-    const int listener = ReceiveLockListener(lock_sock[0]);  // -1: the program ended first
-    ::close(lock_sock[0]);
-    if (listener >= 0) SuperviseLocksUntilTheEnd(plan, program, listener);
-  }
-
-  for (;;) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, __WALL);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      ::_exit(kExitSetupFailed);  // no children left: cannot happen before the program exits
-    }
-    if (pid == program) EndRun(plan, status);
-  }
+  if (lock_sock[1] >= 0) ::close(lock_sock[1]);
+  RunInitLoop(plan.status_w, program, lock_sock[0], plan.workdir.c_str());
 }
 
 }  // namespace airlock::isolation::internal

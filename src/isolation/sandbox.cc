@@ -33,7 +33,7 @@ constexpr const char* kStepNames[] = {
     "capabilities", "hostname",       "mount propagation", "root tmpfs", "mount",      "pivot_root",
     "read-only root", "fork",         "setsid",           "file descriptors", "rlimits", "chdir",
     "securebits", "drop capabilities", "no_new_privs",    "landlock",    "seccomp",    "execve",
-    "ready",       "lock supervision",
+    "ready",       "lock supervision", "user namespace id maps",
 };
 static_assert(sizeof(kStepNames) / sizeof(kStepNames[0]) == internal::kStepCount);
 

@@ -1,24 +1,27 @@
 // Runs created from inside a warm pool's zygote (DESIGN §3). The zygote is a
-// single-threaded process that already holds a warm interpreter; for each run
-// it clones a child into new user, pid, mount, ipc and uts namespaces (mapped
-// to the run's own host id) and a network namespace of its own, or the
-// zygote's where runs may share it (WarmRunsCanShareNetwork), which then waits for the server to put it
-// in its cgroup, builds its filesystem, forks the program and applies every
-// layer a cold run gets (sandbox.h) before returning to the zygote's code, in
-// the program only, to run the user's cell.
+// single-threaded process that already holds a warm interpreter. For each run
+// it starts the run's first process in new user, pid, mount, ipc and uts
+// namespaces (mapped to the run's own host id) and a network namespace of its
+// own, or the zygote's where runs may share it (WarmRunsCanShareNetwork), with
+// CLONE_VM | CLONE_VFORK: that process forks the program (the run's one copy
+// of the zygote, taken while the zygote waits) and then becomes the run's
+// init by executing the small init program (init_loop.h, init_image.h), so
+// that a run holds one copy of the interpreter, not two (issue 11). The
+// program waits for the server to put the run in its cgroup, builds the run's
+// filesystem and applies every layer a cold run gets (sandbox.h) before it
+// calls back into the zygote's code to run the user's cell.
 //
 //   In the zygote, once:
 //     ASSIGN_OR_RETURN(auto factory, WarmRunFactory::Create(spec, LandlockAbi(), share_network));
 //   Per run:
 //     WarmRunFactory::Fds fds{control, status_w, stdout_w, stderr_w, events_w};
-//     int control = -1;
-//     ASSIGN_OR_RETURN(pid_t pid, factory->Clone(fds, &control));
-//     if (pid == 0) { /* the run's program, restricted: WarmRunReady(control), read the request */ }
+//     ASSIGN_OR_RETURN(pid_t init, factory->Clone(fds, &ProgramMain, arg));
+//     // in the run's program, restricted: ProgramMain(arg, control) (never returns)
 //
 // The handshake on the control socket (a SOCK_STREAM pair; the other end goes
-// to the server): the server writes kWarmGo once the run's init is in its
-// cgroup; the program writes kWarmReady (WarmRunReady) once every layer is in
-// force and it is ready for the request, or the child writes a setup failure
+// to the server): the server writes kWarmGo once the run's init and program
+// are in its cgroup; the program writes kWarmReady (WarmRunReady) once every
+// layer is in force and it is ready for the request, or a setup failure
 // (DescribeWarmSetupFailure() reads it).
 #pragma once
 
@@ -30,6 +33,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "isolation/seccomp_policy.h"
 #include "isolation/spec.h"
 
@@ -78,21 +82,20 @@ class WarmRunFactory {
     int events_w = -1;  // the result channel: fd 3 of the program
   };
 
-  // Clones one run. In the calling process: the run's init pid (the caller
-  // closes its copies of fds). In the run's program: 0, every layer in force,
-  // fds 0-3 in place, *control = the control socket (moved to a high number);
-  // the program calls WarmRunReady(*control) when it can take the request.
-  // The caller must be single-threaded.
+  // The run's program, every layer in force, fds 0-3 in place: control is the
+  // control socket (moved to a high number). Must not return (it _exit()s).
+  using ProgramMain = void (*)(void* arg, int control);
+
+  // Starts one run. In the calling process: the run's init pid (the caller
+  // closes its copies of fds and reaps the init). The program calls
+  // WarmRunReady(control) when it can take the request. The caller must be
+  // single-threaded.
   // host_id >= 0: the run's own host id (host_ids.h), mapped as itself in the
   // caller's user namespace, which must hold CAP_SETUID and CAP_SETGID there:
   // the run's user namespace is created and owned by that id (so every
   // per-user count the kernel keeps per namespace level is per run) and its
   // uid/gid 1000 is that id. -1: the caller's own ids, as before.
-  StatusOr<pid_t> Clone(const Fds& fds, int* control, int64_t host_id = -1);
-
-  // The calling process's command line memory: blanked in each run's init (as
-  // a cold run's init blanks the server's), so /proc/1/cmdline shows nothing.
-  void SetArgvArea(uintptr_t start, uintptr_t end);
+  StatusOr<pid_t> Clone(const Fds& fds, ProgramMain program_main, void* arg, int64_t host_id = -1);
 
   const Spec& spec() const { return spec_; }
   bool shares_network() const { return (clone_flags_ & CLONE_NEWNET) == 0; }
@@ -103,6 +106,9 @@ class WarmRunFactory {
   int clone_flags_ = 0;
   SeccompProgram seccomp_;
   std::unique_ptr<internal::ChildPlan> plan_;
+  UniqueFd init_fd_;              // a sealed memfd of the init program
+  char* stack_ = nullptr;         // the first process's stack, and so the program's
+  size_t stack_bytes_ = 0;        // mapped, guard page included
 };
 
 }  // namespace airlock::isolation

@@ -672,6 +672,59 @@ class TestHostView(RunCase):
                                           "secret from processes under the server")
 
 
+    def test_a_warm_runs_init_is_the_small_init_program(self):
+        """Issue 11: a warm run's pid 1 is the init program exec'd from a sealed memfd, not a
+        copy of the zygote: a few hundred KB resident against the program's megabytes, no
+        interpreter mapped, CAP_SYS_PTRACE and CAP_KILL alone, the run's uid, and the program
+        its only child."""
+        warm_only()
+        token = f"5353.{os.getpid()}{secrets.randbelow(10 ** 6)}"
+        server.wait_pools_ready(profiles=["general"])
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            held = pool.submit(server.execute, HOLD.format(token=token), path="/v1/execute", profile="general",
+                               timeout=60)
+            program = None
+            try:
+                deadline = time.monotonic() + 30
+                while program is None and time.monotonic() < deadline and not held.done():
+                    program = next((i["ppid"] for i in host_processes().values() if token.encode() in i["cmdline"]),
+                                   None)
+                    time.sleep(0.05)
+                self.assertIsNotNone(program, "the run never showed up on the host")
+
+                def status(pid):
+                    with open(f"/proc/{pid}/status") as f:
+                        return dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+
+                prog = status(program)
+                init = int(prog["PPid"])
+                st = status(init)
+                self.assertEqual(st["NSpid"].split()[-1], "1", st["NSpid"])  # pid 1 of the run
+                self.assertIn("memfd:airlock-init", os.readlink(f"/proc/{init}/exe"))
+                with open(f"/proc/{init}/maps") as f:
+                    maps = f.read()
+                self.assertNotIn("python", maps)  # nothing of the zygote's interpreter
+                rss_init, rss_prog = int(st["VmRSS"].split()[0]), int(prog["VmRSS"].split()[0])
+                self.assertLess(rss_init, 2048, st["VmRSS"])
+                self.assertGreater(rss_prog, 8 * rss_init, (st["VmRSS"], prog["VmRSS"]))
+                both = (1 << 5) | (1 << 19)  # CAP_KILL, CAP_SYS_PTRACE
+                self.assertEqual(int(st["CapEff"], 16), both, st["CapEff"])
+                self.assertEqual(int(st["CapPrm"], 16), both, st["CapPrm"])
+                self.assertEqual(int(prog["CapEff"], 16), 0, prog["CapEff"])
+                self.assertEqual(st["Uid"].split(), prog["Uid"].split())
+                with open(f"/proc/{init}/task/{init}/children") as f:
+                    self.assertEqual(f.read().split(), [str(program)])
+            finally:
+                if program is not None:
+                    try:
+                        os.kill(program, signal.SIGUSR1)
+                    except OSError:
+                        pass
+        code, body = held.result(120)
+        self.assertEqual(code, 200, body)
+        self.assertIn("RELEASED True", body["stdout"], body)
+
+
 # -- the warm path itself ---------------------------------------------------------------------
 
 # -- answering from the runner's end event -------------------------------------------------------

@@ -1,0 +1,32 @@
+// Internal to isolation/: the life of a run's init (pid 1 of its pid
+// namespace) once its program exists. Used by the cold path's init (a fork of
+// the server, contain.cc) and by the warm path's init, a small static program
+// of its own (init_main.cc, embedded as init_image.h) that a zygote starts
+// for each run instead of a copy of itself (issue 11).
+//
+// Rules: system calls only, no allocation, nothing from outside this file and
+// lock_supervisor.cc (the init program links just these two).
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+namespace airlock::isolation::internal {
+
+// What init writes to its status fd when the program has ended: its wait
+// status and the resources used by everything the run reaped (init's
+// RUSAGE_CHILDREN).
+struct ProgramStatus {
+  int wait_status;
+  struct rusage usage;
+};
+
+// Waits for the program (init's child `program`) to end, reaping every orphan
+// of the run meanwhile and, when lock_sock >= 0, answering the program's lock
+// requests (the listener arrives on lock_sock: lock_supervisor.h). When the
+// program has ended: kills and reaps everything else in the pid namespace,
+// then writes a ProgramStatus to status_fd and exits 0.
+// Exits 127 if it finds no child before the program ended (cannot happen).
+[[noreturn]] void RunInitLoop(int status_fd, pid_t program, int lock_sock, const char* workdir);
+
+}  // namespace airlock::isolation::internal
