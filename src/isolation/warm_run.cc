@@ -1,5 +1,16 @@
 #include "isolation/warm_run.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define AIRLOCK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AIRLOCK_ASAN 1
+#endif
+#endif
+#if AIRLOCK_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
@@ -63,6 +74,8 @@ struct FirstProcess {
   int init_fd = -1;
   WarmRunFactory::ProgramMain program_main = nullptr;
   void* program_arg = nullptr;
+  const char* stack_bottom = nullptr;  // the stack we run on (and the program after us)
+  size_t stack_bytes = 0;
   uid_t owner_uid = 0;  // our effective ids: the run's kSandboxUid/Gid map to them
   gid_t owner_gid = 0;
   // Out, when it failed before its execve.
@@ -135,6 +148,13 @@ void FormatEnv(char* buf, size_t size, const char* name, long value) {
     ::_exit(127);
   }
   if (program == 0) {
+#if AIRLOCK_ASAN
+    // The program runs on this stack from here on (the zygote's main stack is
+    // only a copy it never returns to): ASan is told, so that it does not take
+    // its frames for a corrupt stack (and say so on the run's stderr).
+    __sanitizer_start_switch_fiber(nullptr, a.stack_bottom, a.stack_bytes);
+    __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
     if (a.lock_init >= 0) ::close(a.lock_init);
     internal::RunWarmProgram(plan, a.lock_program);  // returns with every layer in force
     a.program_main(a.program_arg, plan.err_w);
@@ -295,6 +315,8 @@ StatusOr<pid_t> WarmRunFactory::Clone(const Fds& fds, ProgramMain program_main, 
   first.lock_init = lock[0];
   first.lock_program = lock[1];
   first.init_fd = init_fd_.get();
+  first.stack_bottom = stack_ + kGuardBytes;
+  first.stack_bytes = kStackBytes;
   first.program_main = program_main;
   first.program_arg = arg;
 

@@ -9,6 +9,7 @@ mode.
 """
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import secrets
@@ -584,6 +585,46 @@ print('RELEASED', bool(released))
 """
 
 
+@contextlib.contextmanager
+def holding_run(test):
+    """Starts a `general` run of HOLD and yields (its request's future, its program's host
+    pid) while it holds; releases it on the way out, then waits for its response (the future's
+    result)."""
+    token = f"5252.{os.getpid()}{secrets.randbelow(10 ** 6)}"  # also sleep's argument: a number
+    server.wait_pools_ready(profiles=["general"])
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        held = pool.submit(server.execute, HOLD.format(token=token), path="/v1/execute", profile="general",
+                           timeout=60)
+        pid = None
+        try:
+            pid = wait_for_held_program(held, token)
+            test.assertIsNotNone(pid, "the run never showed up on the host")
+            yield held, pid
+        finally:
+            release_held_program(pid)
+
+
+def wait_for_held_program(held, token):
+    """The host pid of the run's program that runs HOLD with `token` (the parent of its `sleep
+    TOKEN`), or None if it does not show up within 30 s or `held` (its request) ended first."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not held.done():
+        pid = next((i["ppid"] for i in host_processes().values() if token.encode() in i["cmdline"]), None)
+        if pid is not None:
+            return pid
+        time.sleep(0.05)
+    return None
+
+
+def release_held_program(pid):
+    """Lets a HOLD run finish (SIGUSR1); nothing if it never showed up or is gone."""
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except OSError:
+            pass
+
+
 # Run as a run's unprivileged uid, which cannot enter /root (where a pyenv interpreter may live).
 NOBODY_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
@@ -611,55 +652,37 @@ class TestHostView(RunCase):
 
     def test_server_secret_stays_out_of_reach(self):
         secret = SECRET_VALUE.encode()
-        token = f"5252.{os.getpid()}{secrets.randbelow(10 ** 6)}"
-        server.wait_pools_ready(profiles=["general"])
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            held = pool.submit(server.execute, HOLD.format(token=token), path="/v1/execute", profile="general",
-                               timeout=60)
-            run_pid = None
-            try:
-                deadline = time.monotonic() + 30
-                while run_pid is None and time.monotonic() < deadline and not held.done():
-                    procs = host_processes()
-                    run_pid = next((i["ppid"] for p, i in procs.items() if token.encode() in i["cmdline"]), None)
-                    time.sleep(0.05)
-                self.assertIsNotNone(run_pid, "the run never showed up on the host")
-                # Its uid first: the memory scan below can take most of the run's 55 s hold on a loaded host.
-                run_uid = host_uid_of(run_pid) if os.geteuid() == 0 else 65534
-                scan_start = time.monotonic()
-                procs = host_processes()
-                under = descendants(server.proc.pid, procs)
-                exec_d = [p for p in under if procs[p]["cmdline"].strip(b"\0")]
-                # As the run's own host uid (each run has one of its own when the server is root),
-                # beside the scan as root below: together they must fit in the run's hold.
-                nobody = concurrent.futures.ThreadPoolExecutor(1)
-                nobody_run = nobody.submit(subprocess.run, [NOBODY_PYTHON, "-c", AS_NOBODY, json.dumps(under)],
-                                           input=secret, capture_output=True, timeout=120,
-                                           preexec_fn=drop_to(run_uid))
-                nobody.shutdown(wait=False)
-                root_view = {}
-                for pid in exec_d:
-                    try:
-                        with open(f"/proc/{pid}/environ", "rb") as f:
-                            environ = f.read()
-                    except OSError:
-                        continue  # gone
-                    found = ["environ"] if secret in environ or SECRET_NAME.encode() in environ else []
-                    found += ["cmdline"] if secret in procs[pid]["cmdline"] else []
-                    found += scan_memory(pid, secret)
-                    if found:
-                        root_view[pid] = (procs[pid]["cmdline"][:60], found)
-                p = nobody_run.result(130)
-                self.assertEqual(p.returncode, 0, p.stderr.decode())
-                nobody_view = json.loads(p.stdout)
-                scan_s = time.monotonic() - scan_start
-                print(f"[ host    ] the two scans of {len(under)} processes took {scan_s:.1f} s", file=sys.stderr)
-            finally:
-                if run_pid is not None:
-                    try:
-                        os.kill(run_pid, signal.SIGUSR1)
-                    except OSError:
-                        pass
+        with holding_run(self) as (held, run_pid):
+            # Its uid first: the memory scan below can take most of the run's 55 s hold on a loaded host.
+            run_uid = host_uid_of(run_pid) if os.geteuid() == 0 else 65534
+            scan_start = time.monotonic()
+            procs = host_processes()
+            under = descendants(server.proc.pid, procs)
+            exec_d = [p for p in under if procs[p]["cmdline"].strip(b"\0")]
+            # As the run's own host uid (each run has one of its own when the server is root),
+            # beside the scan as root below: together they must fit in the run's hold.
+            nobody = concurrent.futures.ThreadPoolExecutor(1)
+            nobody_run = nobody.submit(subprocess.run, [NOBODY_PYTHON, "-c", AS_NOBODY, json.dumps(under)],
+                                       input=secret, capture_output=True, timeout=120,
+                                       preexec_fn=drop_to(run_uid))
+            nobody.shutdown(wait=False)
+            root_view = {}
+            for pid in exec_d:
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        environ = f.read()
+                except OSError:
+                    continue  # gone
+                found = ["environ"] if secret in environ or SECRET_NAME.encode() in environ else []
+                found += ["cmdline"] if secret in procs[pid]["cmdline"] else []
+                found += scan_memory(pid, secret)
+                if found:
+                    root_view[pid] = (procs[pid]["cmdline"][:60], found)
+            p = nobody_run.result(130)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            nobody_view = json.loads(p.stdout)
+            scan_s = time.monotonic() - scan_start
+            print(f"[ host    ] the two scans of {len(under)} processes took {scan_s:.1f} s", file=sys.stderr)
         status, body = held.result(120)
         self.assertEqual(status, 200, body)
         assert_mode(self, body)
@@ -671,55 +694,36 @@ class TestHostView(RunCase):
         self.assertEqual(nobody_view, {}, "a host process running as the runs' uid can read the server's "
                                           "secret from processes under the server")
 
-
     def test_a_warm_runs_init_is_the_small_init_program(self):
         """Issue 11: a warm run's pid 1 is the init program exec'd from a sealed memfd, not a
         copy of the zygote: a few hundred KB resident against the program's megabytes, no
         interpreter mapped, CAP_SYS_PTRACE and CAP_KILL alone, the run's uid, and the program
         its only child."""
         warm_only()
-        token = f"5353.{os.getpid()}{secrets.randbelow(10 ** 6)}"
-        server.wait_pools_ready(profiles=["general"])
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            held = pool.submit(server.execute, HOLD.format(token=token), path="/v1/execute", profile="general",
-                               timeout=60)
-            program = None
-            try:
-                deadline = time.monotonic() + 30
-                while program is None and time.monotonic() < deadline and not held.done():
-                    program = next((i["ppid"] for i in host_processes().values() if token.encode() in i["cmdline"]),
-                                   None)
-                    time.sleep(0.05)
-                self.assertIsNotNone(program, "the run never showed up on the host")
+        with holding_run(self) as (held, program):
 
-                def status(pid):
-                    with open(f"/proc/{pid}/status") as f:
-                        return dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+            def status(pid):
+                with open(f"/proc/{pid}/status") as f:
+                    return dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
 
-                prog = status(program)
-                init = int(prog["PPid"])
-                st = status(init)
-                self.assertEqual(st["NSpid"].split()[-1], "1", st["NSpid"])  # pid 1 of the run
-                self.assertIn("memfd:airlock-init", os.readlink(f"/proc/{init}/exe"))
-                with open(f"/proc/{init}/maps") as f:
-                    maps = f.read()
-                self.assertNotIn("python", maps)  # nothing of the zygote's interpreter
-                rss_init, rss_prog = int(st["VmRSS"].split()[0]), int(prog["VmRSS"].split()[0])
-                self.assertLess(rss_init, 2048, st["VmRSS"])
-                self.assertGreater(rss_prog, 8 * rss_init, (st["VmRSS"], prog["VmRSS"]))
-                both = (1 << 5) | (1 << 19)  # CAP_KILL, CAP_SYS_PTRACE
-                self.assertEqual(int(st["CapEff"], 16), both, st["CapEff"])
-                self.assertEqual(int(st["CapPrm"], 16), both, st["CapPrm"])
-                self.assertEqual(int(prog["CapEff"], 16), 0, prog["CapEff"])
-                self.assertEqual(st["Uid"].split(), prog["Uid"].split())
-                with open(f"/proc/{init}/task/{init}/children") as f:
-                    self.assertEqual(f.read().split(), [str(program)])
-            finally:
-                if program is not None:
-                    try:
-                        os.kill(program, signal.SIGUSR1)
-                    except OSError:
-                        pass
+            prog = status(program)
+            init = int(prog["PPid"])
+            st = status(init)
+            self.assertEqual(st["NSpid"].split()[-1], "1", st["NSpid"])  # pid 1 of the run
+            self.assertIn("memfd:airlock-init", os.readlink(f"/proc/{init}/exe"))
+            with open(f"/proc/{init}/maps") as f:
+                maps = f.read()
+            self.assertNotIn("python", maps)  # nothing of the zygote's interpreter
+            rss_init, rss_prog = int(st["VmRSS"].split()[0]), int(prog["VmRSS"].split()[0])
+            self.assertLess(rss_init, 2048, st["VmRSS"])
+            self.assertGreater(rss_prog, 8 * rss_init, (st["VmRSS"], prog["VmRSS"]))
+            both = (1 << 5) | (1 << 19)  # CAP_KILL, CAP_SYS_PTRACE
+            self.assertEqual(int(st["CapEff"], 16), both, st["CapEff"])
+            self.assertEqual(int(st["CapPrm"], 16), both, st["CapPrm"])
+            self.assertEqual(int(prog["CapEff"], 16), 0, prog["CapEff"])
+            self.assertEqual(st["Uid"].split(), prog["Uid"].split())
+            with open(f"/proc/{init}/task/{init}/children") as f:
+                self.assertEqual(f.read().split(), [str(program)])
         code, body = held.result(120)
         self.assertEqual(code, 200, body)
         self.assertIn("RELEASED True", body["stdout"], body)
