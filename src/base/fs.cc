@@ -1,7 +1,9 @@
 #include "base/fs.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/unique_fd.h"
@@ -45,6 +47,23 @@ Status MakeDir(const std::string& path, unsigned mode) {
 bool PathExists(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0;
+}
+
+StatusOr<UniqueFd> CreateExecMemfd(const char* name, const std::string& what) {
+  constexpr unsigned kMfdExec = 0x0010U;  // MFD_EXEC; older kernels refuse it (EINVAL) and need none
+  UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING | kMfdExec)));
+  if (!fd && errno == EINVAL) {
+    fd.reset(static_cast<int>(::syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  }
+  if (!fd) return ErrnoError("memfd_create for " + what);
+  return fd;
+}
+
+Status SealMemfd(int fd, const std::string& what) {
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    return ErrnoError("fcntl(F_ADD_SEALS) on " + what);
+  }
+  return Status::Ok();
 }
 
 }  // namespace airlock

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace airlock {
 
@@ -16,5 +17,13 @@ Status WriteFile(const std::string& path, std::string_view data);
 // Creates a directory; an existing one is not an error.
 Status MakeDir(const std::string& path, unsigned mode = 0755);
 bool PathExists(const std::string& path);
+
+// A memfd for a program to execveat() once it is written and sealed
+// (SealMemfd): MFD_CLOEXEC | MFD_ALLOW_SEALING, and MFD_EXEC where the kernel
+// knows it (6.3+; under vm.memfd_noexec = 1 a memfd made without it cannot be
+// executed). `what` names it in errors.
+StatusOr<UniqueFd> CreateExecMemfd(const char* name, const std::string& what);
+// Seals a written memfd against any change (shrink, grow, write, more seals).
+Status SealMemfd(int fd, const std::string& what);
 
 }  // namespace airlock

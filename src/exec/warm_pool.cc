@@ -54,14 +54,7 @@ StatusOr<UniqueFd> SealedExecCopy(int fd) {
   uint64_t end = eh.e_phoff + ph_bytes;
   for (const Elf64_Phdr& h : ph) end = std::max<uint64_t>(end, h.p_offset + h.p_filesz);
   if (end > (uint64_t{1} << 30)) return Unavailable("the zygote binary's segments are larger than 1 GiB");
-  // MFD_EXEC (Linux 6.3): under vm.memfd_noexec = 1 a memfd made without it is
-  // not executable. Older kernels refuse the flag (EINVAL) and need none.
-  constexpr unsigned kMfdExec = 0x0010U;
-  UniqueFd mem(static_cast<int>(::syscall(SYS_memfd_create, "runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING | kMfdExec)));
-  if (!mem && errno == EINVAL) {
-    mem.reset(static_cast<int>(::syscall(SYS_memfd_create, "runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
-  }
-  if (!mem) return ErrnoError("memfd_create for the zygote binary");
+  ASSIGN_OR_RETURN(UniqueFd mem, CreateExecMemfd("runtime", "the zygote binary"));
   std::vector<char> buf(1 << 20);
   for (uint64_t off = 0; off < end;) {
     ssize_t n = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), end - off), static_cast<off_t>(off));
@@ -81,9 +74,7 @@ StatusOr<UniqueFd> SealedExecCopy(int fd) {
     }
     off += static_cast<uint64_t>(n);
   }
-  if (::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-    return ErrnoError("fcntl(F_ADD_SEALS) on the zygote binary's copy");
-  }
+  RETURN_IF_ERROR(SealMemfd(mem.get(), "the zygote binary's copy"));
   return mem;
 }
 constexpr auto kReadyWithin = std::chrono::seconds(30);

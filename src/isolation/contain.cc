@@ -33,7 +33,6 @@ constexpr int kExitSetupFailed = 127;
   ::_exit(kExitSetupFailed);
 }
 
-
 int SetAllCaps(bool raise) {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};

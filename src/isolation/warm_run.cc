@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/fs.h"
 #include "isolation/child_plan.h"
 #include "isolation/init_image.h"
 #include "isolation/landlock.h"
@@ -42,17 +43,9 @@ constexpr int kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_N
 constexpr size_t kStackBytes = size_t{8} << 20;
 constexpr size_t kGuardBytes = size_t{64} << 10;
 
-// MFD_EXEC (Linux 6.3): under vm.memfd_noexec = 1 a memfd made without it is
-// not executable. Older kernels refuse the flag (EINVAL) and need none.
-constexpr unsigned kMfdExec = 0x0010U;
-
 // A sealed memfd holding the init program.
 StatusOr<UniqueFd> InitProgramFd() {
-  UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, "airlock-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | kMfdExec)));
-  if (!fd && errno == EINVAL) {
-    fd.reset(static_cast<int>(::syscall(SYS_memfd_create, "airlock-init", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
-  }
-  if (!fd) return ErrnoError("memfd_create for the warm runs' init program");
+  ASSIGN_OR_RETURN(UniqueFd fd, CreateExecMemfd("airlock-init", "the warm runs' init program"));
   const std::string_view image = InitImage();
   for (size_t done = 0; done < image.size();) {
     ssize_t w = ::write(fd.get(), image.data() + done, image.size() - done);
@@ -60,9 +53,7 @@ StatusOr<UniqueFd> InitProgramFd() {
     if (w <= 0) return ErrnoError("write (the warm runs' init program)");
     done += static_cast<size_t>(w);
   }
-  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-    return ErrnoError("fcntl(F_ADD_SEALS) on the warm runs' init program");
-  }
+  RETURN_IF_ERROR(SealMemfd(fd.get(), "the warm runs' init program"));
   return fd;
 }
 
@@ -118,11 +109,6 @@ int WriteIdMaps(uid_t uid, gid_t gid) {
   if (int err = WriteSelf("/proc/self/uid_map", line)) return err;
   std::snprintf(line, sizeof line, "%u %u 1\n", static_cast<unsigned>(kSandboxGid), static_cast<unsigned>(gid));
   return WriteSelf("/proc/self/gid_map", line);
-}
-
-// "NAME=" then the decimal value, into buf (no allocation).
-void FormatEnv(char* buf, size_t size, const char* name, long value) {
-  std::snprintf(buf, size, "%s=%ld", name, value);
 }
 
 // The run's first process, pid 1 of its namespaces, on the factory's stack and
@@ -185,7 +171,7 @@ void FormatEnv(char* buf, size_t size, const char* name, long value) {
   // Its arguments go in the environment: /proc/1/cmdline is readable in the
   // run, /proc/1/environ is not (init is not dumpable).
   char program_env[48];
-  FormatEnv(program_env, sizeof program_env, "AIRLOCK_INIT_PROGRAM", program);
+  std::snprintf(program_env, sizeof program_env, "AIRLOCK_INIT_PROGRAM=%ld", static_cast<long>(program));
   char workdir_env[sizeof "AIRLOCK_INIT_WORKDIR=" + 4096];
   std::snprintf(workdir_env, sizeof workdir_env, "AIRLOCK_INIT_WORKDIR=%s", plan.workdir.c_str());
   char empty[] = "";

@@ -30,6 +30,7 @@ Tests assert the path a run took with `assert_mode(test, body)` (or compare
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -197,6 +198,20 @@ def host_processes():
         except (OSError, KeyError, ValueError):
             continue
     return procs
+
+
+def copy_profiles(dest, extra=None):
+    """Fills the directory `dest` with the source tree's profiles plus `extra` ({name: YAML
+    text}, each written as NAME.yaml) and returns it: a profiles directory for a server that
+    needs profiles of its own beside the built-in ones."""
+    src = os.path.join(SOURCE_DIR, "profiles")
+    for name in os.listdir(src):
+        if name.endswith(".yaml"):
+            shutil.copy(os.path.join(src, name), dest)
+    for name, text in (extra or {}).items():
+        with open(os.path.join(dest, name + ".yaml"), "w") as f:
+            f.write(text)
+    return dest
 
 
 def descendants(pid, procs=None):

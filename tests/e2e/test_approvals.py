@@ -17,7 +17,7 @@ import threading
 import time
 import unittest
 
-from airlock_server import SOURCE_DIR, AirlockServer, scaled
+from airlock_server import AirlockServer, copy_profiles, scaled
 
 RUN_TOKEN = "agent-token-0123456789abcdef"
 APPROVE_TOKEN = "alice-token-0123456789abcdef"
@@ -48,14 +48,7 @@ def auth(token):
 
 
 def make_profiles():
-    d = tempfile.mkdtemp(prefix="airlock-e2e-approval-profiles-")
-    for name in os.listdir(os.path.join(SOURCE_DIR, "profiles")):
-        if name.endswith(".yaml"):
-            shutil.copy(os.path.join(SOURCE_DIR, "profiles", name), d)
-    for name, text in PROFILES.items():
-        with open(os.path.join(d, name + ".yaml"), "w") as f:
-            f.write(text)
-    return d
+    return copy_profiles(tempfile.mkdtemp(prefix="airlock-e2e-approval-profiles-"), PROFILES)
 
 
 def start_server(extra_args=()):

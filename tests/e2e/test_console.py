@@ -18,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-from airlock_server import SOURCE_DIR, AirlockServer, expected_mode, scaled
+from airlock_server import SOURCE_DIR, AirlockServer, copy_profiles, expected_mode, scaled
 
 try:
     from selenium import webdriver
@@ -55,11 +55,7 @@ def setUpModule():
     tmp = tempfile.mkdtemp(prefix="airlock-e2e-console-")
     profiles = os.path.join(tmp, "profiles")
     os.mkdir(profiles)
-    for name in os.listdir(os.path.join(SOURCE_DIR, "profiles")):
-        if name.endswith(".yaml"):
-            shutil.copy(os.path.join(SOURCE_DIR, "profiles", name), profiles)
-    with open(os.path.join(profiles, "gated.yaml"), "w") as f:
-        f.write("name: gated\nextends: minimal\napproval:\n  policy: always\n")
+    copy_profiles(profiles, {"gated": "name: gated\nextends: minimal\napproval:\n  policy: always\n"})
     tokens = os.path.join(tmp, "tokens")
     with open(tokens, "w") as f:
         f.write(f"operator:{OPERATOR}:run+approve\nagent:{AGENT}\n")

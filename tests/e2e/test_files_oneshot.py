@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from airlock_server import AirlockServer, SOURCE_DIR, assert_mode
+from airlock_server import AirlockServer, assert_mode, copy_profiles
 
 server = None
 profiles = None
@@ -32,12 +32,7 @@ files:
 
 def setUpModule():
     global server, profiles
-    profiles = tempfile.mkdtemp(prefix="airlock-e2e-files-profiles-")
-    for name in os.listdir(os.path.join(SOURCE_DIR, "profiles")):
-        if name.endswith(".yaml"):
-            shutil.copy(os.path.join(SOURCE_DIR, "profiles", name), profiles)
-    with open(os.path.join(profiles, "tiny.yaml"), "w") as f:
-        f.write(TINY)
+    profiles = copy_profiles(tempfile.mkdtemp(prefix="airlock-e2e-files-profiles-"), {"tiny": TINY})
     server = AirlockServer(profiles_dir=profiles).start()
 
 

@@ -22,8 +22,8 @@ import sys
 import time
 import unittest
 
-from airlock_server import (AirlockServer, SOURCE_DIR, assert_server_alive, descendants, host_processes,
-                            plant_host_secret)
+from airlock_server import (AirlockServer, SOURCE_DIR, assert_server_alive, copy_profiles, descendants,
+                            host_processes, plant_host_secret)
 
 PROFILE = "general"
 LANGUAGES = ("javascript", "bash")
@@ -46,12 +46,7 @@ def setUpModule():
         raise unittest.SkipTest("/usr/bin/node is not installed")
     import tempfile
 
-    profiles_dir = tempfile.mkdtemp(prefix="airlock-e2e-lang-profiles-")
-    for name in os.listdir(os.path.join(SOURCE_DIR, "profiles")):
-        if name.endswith(".yaml"):
-            shutil.copy(os.path.join(SOURCE_DIR, "profiles", name), profiles_dir)
-    with open(os.path.join(profiles_dir, "lang-limits.yaml"), "w") as f:
-        f.write(LANG_LIMITS)
+    profiles_dir = copy_profiles(tempfile.mkdtemp(prefix="airlock-e2e-lang-profiles-"), {"lang-limits": LANG_LIMITS})
     server = AirlockServer(env={SECRET_NAME: SECRET_VALUE}, profiles_dir=profiles_dir).start()
 
 
