@@ -10,6 +10,7 @@
 #include "api/auth.h"
 #include "api/request_gate.h"
 #include "api/server.h"
+#include "base/crash_report.h"
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/runtime_setup.h"
@@ -100,6 +101,7 @@ bool ParseE2bListen(const std::string& text, api::ServerOptions* o, std::string*
 int ServeCommand(const ServeFlags& flags) {
   // A client that hangs up must not kill the server with SIGPIPE.
   ::signal(SIGPIPE, SIG_IGN);
+  base::InstallCrashReport();
   if (const char* level = std::getenv("AIRLOCK_LOG"); level && std::string(level) == "debug") {
     log::SetLevel(log::Level::kDebug);
   }

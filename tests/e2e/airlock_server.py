@@ -319,9 +319,11 @@ class AirlockServer:
         """The `pools` object of /readyz; None when the binary reports none (no warm path)."""
         return self.readyz()[1].get("pools")
 
-    def wait_pools_ready(self, timeout=None, profiles=None):
-        """Waits until every pool in /readyz (or those of `profiles`) has a ready run; does
-        nothing when /readyz lists no pools (--pool-size 0, or a binary without a warm path).
+    def wait_pools_ready(self, timeout=None, profiles=None, full=False):
+        """Waits until every pool in /readyz (or those of `profiles`) has a ready run (with
+        `full`, as many as its target: a baseline of the server's processes and cgroups taken
+        before is short of the refills still on their way); does nothing when /readyz lists no
+        pools (--pool-size 0, or a binary without a warm path).
         `timeout` defaults to POOLS_READY_TIMEOUT and is scaled by $AIRLOCK_TEST_TIMEOUT_SCALE.
         Returns how many seconds it waited."""
         timeout = scaled(POOLS_READY_TIMEOUT if timeout is None else timeout)
@@ -335,7 +337,8 @@ class AirlockServer:
                 return time.monotonic() - start
             wanted = {name: p for name, p in pools.items()
                       if (profiles is None or name in profiles) and p.get("target", 1) > 0}
-            if status == 200 and all(p.get("ready", 0) >= 1 for p in wanted.values()):
+            if status == 200 and all(p.get("ready", 0) >= (p.get("target", 1) if full else 1)
+                                     for p in wanted.values()):
                 return time.monotonic() - start
             if time.monotonic() > deadline:
                 raise AssertionError(f"warm pools not ready after {timeout:.0f} s: {body}; stderr: "
@@ -388,8 +391,26 @@ class AirlockServer:
             resp = conn.getresponse()
             data = resp.read()
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+        except (ConnectionError, http.client.RemoteDisconnected) as e:
+            self.raise_if_gone(f"{method} {path}", e)
+            raise
         finally:
             conn.close()
+
+    def raise_if_gone(self, what, cause):
+        """When the server process has ended, raises an AssertionError saying how (exit code or
+        signal) and how its stderr ends, so that the first test to meet a dead server says why
+        it died, not only "connection refused"."""
+        if self.proc is None:
+            return
+        try:
+            rc = self.proc.wait(2)
+        except subprocess.TimeoutExpired:
+            return  # alive: the error is the connection's own
+        how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
+        err = "".join(self.stderr_lines)[-6000:]
+        raise AssertionError(f"the server {how} (pid {self.proc.pid}) before it answered {what} "
+                             f"({cause!r}); its stderr ends:\n{err}") from cause
 
     def get(self, path, headers=None):
         return self.request("GET", path, headers=headers)

@@ -385,7 +385,7 @@ class TestSessions(SessionTestCase):
 
     def test_a_thousand_sessions_leave_nothing_behind(self):
         count = int(os.environ.get("AIRLOCK_SESSION_CHURN", "1000"))
-        server.wait_pools_ready()
+        server.wait_pools_ready(full=True)  # the baseline: every pool at its target
         cgroups_before = run_cgroups(server.proc.pid)
         # The pool's ready runs have theirs: none found means the name pattern is out of date.
         self.assertTrue(cgroups_before, "no run cgroup of the server was found (run_cgroups' pattern)")
@@ -499,7 +499,8 @@ class TestSessionFiles(SessionTestCase):
                          "with open('sparse', 'wb') as f:\n"
                          "    f.truncate(60 << 20)\n"
                          "open('new\\nline', 'w').write('nl')\n")
-        host_secret = open("/etc/passwd", "rb").read()[:32]
+        with open("/etc/passwd", "rb") as f:
+            host_secret = f.read(32)
         for path in ("shadow", "passwd", "rootdir/etc/passwd", "fifo", "sock"):
             start = time.monotonic()
             status, _, data = self.get_file(sid, path, timeout=10)
