@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
+#include <utility>
 
 #include "profile/loader.h"
+#include "service/embedded_runner.h"
 #include "tests/helpers/must_work.h"
 
 namespace airlock::service {
@@ -76,12 +80,95 @@ TEST_F(ServiceTest, RunVerdictBuildsTheSpec) {
   EXPECT_EQ(plan.spec.limits.memory_bytes, 64 << 20);
   EXPECT_EQ(plan.spec.limits.pids, 16);
   EXPECT_EQ(plan.spec.argv.back(), "/sandbox/config.json");
-  ASSERT_EQ(plan.spec.files.size(), 3u);
+  // The runner, the code, the config; then, where the build compiled the
+  // runner, its bytecode and the script that loads it (the run's main script).
+  const bool bytecode = !EmbeddedRunnerBytecode().empty();
+  ASSERT_EQ(plan.spec.files.size(), bytecode ? 5u : 3u);
   EXPECT_NE(plan.spec.files[0].content.find("def "), std::string::npos);  // the embedded runner
   EXPECT_EQ(plan.spec.files[1].content, "import math\nprint(math.pi)");
   EXPECT_NE(plan.spec.files[2].content.find(R"("allowed_imports":["math"])"), std::string::npos);
+  const std::string main_script = plan.spec.argv[plan.spec.argv.size() - 2];
+  if (bytecode) {
+    EXPECT_EQ(plan.spec.files[3].path, "/sandbox/airlock_runner.bytecode");
+    EXPECT_EQ(plan.spec.files[3].content, std::string(EmbeddedRunnerBytecode()));
+    EXPECT_EQ(plan.spec.files[4].path, main_script);
+    EXPECT_EQ(main_script, "/sandbox/airlock_boot.py");
+  } else {
+    EXPECT_EQ(main_script, "/sandbox/airlock_runner.py");
+  }
   EXPECT_EQ(plan.spec.extra_fd, -1);  // the channel is made at Start()
   for (const std::string& e : plan.spec.env) EXPECT_EQ(e.find("AIRLOCK"), std::string::npos) << e;
+}
+
+// The boot script of a cold run, run by the python3 the sandboxes run (no
+// sandbox needed: it only loads the runner). The runner proves it ran by its
+// own error for a config that does not exist.
+TEST_F(ServiceTest, ColdRunsLoadTheRunnerFromItsBytecodeOrElseItsSource) {
+  if (EmbeddedRunnerBytecode().empty() || ::access("/usr/bin/python3", X_OK) != 0) {
+    if (test::MustWork()) FAIL() << "no runner bytecode in this build, or no /usr/bin/python3";
+    GTEST_SKIP() << "no runner bytecode in this build, or no /usr/bin/python3";
+  }
+  Prepared p = Prep("print(1)");
+  ASSERT_EQ(p.verdict, Verdict::kRun) << p.error.message;
+  char dir_template[] = "/tmp/airlock-boot-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  auto write = [&](const std::string& name, const std::string& content) {
+    FILE* f = std::fopen((dir + "/" + name).c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(content.data(), 1, content.size(), f), content.size());
+    std::fclose(f);
+  };
+  std::string boot, runner, bytecode;
+  for (const isolation::FileEntry& f : p.plan->spec.files) {
+    if (f.path == "/sandbox/airlock_boot.py") boot = f.content;
+    if (f.path == "/sandbox/airlock_runner.py") runner = f.content;
+    if (f.path == "/sandbox/airlock_runner.bytecode") bytecode = f.content;
+  }
+  ASSERT_FALSE(boot.empty());
+  ASSERT_FALSE(runner.empty());
+  ASSERT_GT(bytecode.size(), 4u);
+  // Exit code and stderr of the boot script given a config path that does not exist.
+  auto run = [&]() {
+    const std::string out = dir + "/stderr";
+    std::string cmd = "/usr/bin/python3 -I -B -S " + dir + "/airlock_boot.py " + dir + "/no-config.json 2>" + out;
+    int rc = std::system(cmd.c_str());
+    std::string err;
+    if (FILE* f = std::fopen(out.c_str(), "rb")) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) err.append(buf, n);
+      std::fclose(f);
+    }
+    return std::make_pair(rc, err);
+  };
+  write("airlock_boot.py", boot);
+
+  // The bytecode is what runs: the source beside it does not even parse.
+  write("airlock_runner.bytecode", bytecode);
+  write("airlock_runner.py", "this is not python (\n");
+  auto [rc1, err1] = run();
+  EXPECT_NE(rc1, 0);
+  EXPECT_NE(err1.find("cannot read config"), std::string::npos) << err1;
+
+  // Another python's magic: the source is compiled instead, and runs the same.
+  std::string foreign = bytecode;
+  foreign[0] = static_cast<char>(foreign[0] ^ 0x5a);
+  write("airlock_runner.bytecode", foreign);
+  write("airlock_runner.py", runner);
+  auto [rc2, err2] = run();
+  EXPECT_EQ(rc2, rc1);
+  EXPECT_NE(err2.find("cannot read config"), std::string::npos) << err2;
+
+  // And a foreign magic with a broken source fails loudly (the source was used).
+  write("airlock_runner.py", "this is not python (\n");
+  auto [rc3, err3] = run();
+  EXPECT_NE(err3.find("SyntaxError"), std::string::npos) << err3;
+
+  for (const char* name : {"airlock_boot.py", "airlock_runner.py", "airlock_runner.bytecode", "stderr"}) {
+    ::unlink((dir + "/" + name).c_str());
+  }
+  ::rmdir(dir.c_str());
 }
 
 TEST_F(ServiceTest, FilesAreCappedInAndOut) {
