@@ -5,18 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
-#if defined(__SANITIZE_ADDRESS__)
-#define AIRLOCK_CRASH_REPORT 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AIRLOCK_CRASH_REPORT 0
-#endif
-#endif
-#ifndef AIRLOCK_CRASH_REPORT
-#define AIRLOCK_CRASH_REPORT 1
-#endif
+#include "base/sanitizer.h"
 
 namespace airlock::base {
 namespace {
@@ -71,7 +60,7 @@ void OnFatalSignal(int signo, siginfo_t* info, void*) {
 }  // namespace
 
 void InstallCrashReport() {
-  if (!AIRLOCK_CRASH_REPORT) return;
+  if (AIRLOCK_ASAN) return;  // the sanitizer reports these itself
   // backtrace() loads libgcc's unwinder on first use (a malloc): done now,
   // not in the handler.
   void* warm[1];

@@ -39,6 +39,16 @@ Status WriteFile(const std::string& path, std::string_view data) {
   return Status::Ok();
 }
 
+Status WriteAll(int fd, std::string_view data, const std::string& what) {
+  for (size_t done = 0; done < data.size();) {
+    ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return ErrnoError("write (" + what + ")");
+    done += static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
 Status MakeDir(const std::string& path, unsigned mode) {
   if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return Status::Ok();
   return ErrnoError("mkdir(" + path + ")");

@@ -14,6 +14,9 @@ namespace airlock {
 StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes = 16 << 20);
 // Writes data to an existing file (as for /proc and cgroup control files): open, one write, close.
 Status WriteFile(const std::string& path, std::string_view data);
+// Writes all of data to fd (retrying short writes and EINTR); `what` names
+// the file in the error.
+Status WriteAll(int fd, std::string_view data, const std::string& what);
 // Creates a directory; an existing one is not an error.
 Status MakeDir(const std::string& path, unsigned mode = 0755);
 bool PathExists(const std::string& path);

@@ -66,12 +66,7 @@ StatusOr<UniqueFd> SealedExecCopy(int fd) {
       copy.e_shstrndx = SHN_UNDEF;
       std::memcpy(buf.data(), &copy, sizeof copy);
     }
-    for (ssize_t done = 0; done < n;) {
-      ssize_t w = ::write(mem.get(), buf.data() + done, static_cast<size_t>(n - done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return ErrnoError("write (the zygote binary's copy)");
-      done += w;
-    }
+    RETURN_IF_ERROR(WriteAll(mem.get(), std::string_view(buf.data(), static_cast<size_t>(n)), "the zygote binary's copy"));
     off += static_cast<uint64_t>(n);
   }
   RETURN_IF_ERROR(SealMemfd(mem.get(), "the zygote binary's copy"));

@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#if defined(__SANITIZE_ADDRESS__)
+
+#include "base/sanitizer.h"
+#if AIRLOCK_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
 #include <cstring>
@@ -327,7 +329,7 @@ std::string PyErrorText() {
 }  // namespace
 
 int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
-#if defined(__SANITIZE_ADDRESS__)
+#if AIRLOCK_ASAN
   // Test builds: the embedded interpreter keeps its memory until exit by design.
   __lsan_disable();
 #endif

@@ -19,6 +19,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/sanitizer.h"
 #include "isolation/child_plan.h"
 #include "isolation/landlock.h"
 
@@ -70,7 +71,7 @@ std::vector<std::pair<int, struct rlimit>> PlanRlimits(const Limits& l, bool hav
   // and leaves the real limit (and the "memory" kill reason) to the cgroup;
   // without one it is the memory limit.
   int64_t as = have_cgroup ? l.memory_bytes + 2048 * kMiB : l.memory_bytes;
-#if defined(__SANITIZE_ADDRESS__)
+#if AIRLOCK_ASAN
   // Test builds only: an AddressSanitizer process (a warm pool's zygote and
   // its runs are copies of this binary) reserves terabytes of shadow address
   // space, so an address-space limit would stop it. The cgroup still limits.

@@ -1,12 +1,6 @@
 #include "isolation/warm_run.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define AIRLOCK_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AIRLOCK_ASAN 1
-#endif
-#endif
+#include "base/sanitizer.h"
 #if AIRLOCK_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -46,13 +40,7 @@ constexpr size_t kGuardBytes = size_t{64} << 10;
 // A sealed memfd holding the init program.
 StatusOr<UniqueFd> InitProgramFd() {
   ASSIGN_OR_RETURN(UniqueFd fd, CreateExecMemfd("airlock-init", "the warm runs' init program"));
-  const std::string_view image = InitImage();
-  for (size_t done = 0; done < image.size();) {
-    ssize_t w = ::write(fd.get(), image.data() + done, image.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return ErrnoError("write (the warm runs' init program)");
-    done += static_cast<size_t>(w);
-  }
+  RETURN_IF_ERROR(WriteAll(fd.get(), InitImage(), "the warm runs' init program"));
   RETURN_IF_ERROR(SealMemfd(fd.get(), "the warm runs' init program"));
   return fd;
 }
