@@ -16,6 +16,13 @@ For each profile (default: minimal and data-science) it measures whole-machine C
   clone(ns-net+pid), init forks   the same, the child (pid 1 of its namespace) forking a
                   second copy of the interpreter and waiting for it, as a warm run's init forks
                   its program: the difference to the row above is what the init's copy costs
+  fork, runner    the floor's interpreter loads airlock's Python runner as a zygote does
+                  (runtime/python/airlock_runner.py: its site completion, the profile's
+                  preimport and warm-ups, gc.freeze()); each child runs what a warm run's program
+                  runs in Python, the rehearsal then the request's `print(1)` cell, its output
+                  to /dev/null, and exits: the runner's own CPU in a fresh fork, with no
+                  isolation, no server and no HTTP
+  clone(ns-net+pid), runner   the same child cloned into a run's namespaces (pid 1 there)
   airlock warm    POST /v1/execute of `print(1)` to a running airlock (warm pool), closed loop
                   on c keep-alive connections; this process's own CPU (the load generator) is
                   subtracted
@@ -56,6 +63,23 @@ import ctypes, gc, importlib, os, sys
 mods = [m for m in sys.argv[1].split(",") if m]
 flags, n, c, shape = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 SYS_CLONE, SIGCHLD = 56, 17  # x86-64
+run = None
+if shape.startswith("runner"):
+    # As the zygote loads the runner (src/exec/zygote_main.cc, kBootstrap).
+    import types
+    runner = types.ModuleType("airlock_runner")
+    runner.__file__ = "/sandbox/airlock_runner.py"
+    with open(sys.argv[6], "rb") as f:
+        exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
+    runner.complete_site()
+    runner.zygote_preimport(mods)
+    request, devnull = sys.argv[7].encode(), os.open("/dev/null", os.O_WRONLY)
+
+    def run():
+        for fd in (1, 2, 3):
+            os.dup2(devnull, fd)
+        runner.warm_rehearse()
+        os._exit(runner.warm_main(request, -1))
 for m in mods:
     importlib.import_module(m)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -66,11 +90,13 @@ sys.stdin.readline()
 failed = started = running = 0
 while started < n or running:
     while running < c and started < n:
-        if shape == "fork":
+        if shape in ("fork", "runner"):
             pid = os.fork()
             if pid == 0:
                 if flags and libc.unshare(flags) != 0:
                     os._exit(3)
+                if run:
+                    run()
                 os._exit(0)
         else:
             # As a warm run is made: one clone(2) into the namespaces (a pid namespace too), the
@@ -78,6 +104,8 @@ while started < n or running:
             # copy of the interpreter) and waits for it, as a run's init does.
             pid = libc.syscall(SYS_CLONE, flags | SIGCHLD, 0, 0, 0, 0)
             if pid == 0:
+                if run:
+                    run()
                 if shape == "init":
                     q = os.fork()
                     if q == 0:
@@ -104,9 +132,22 @@ def machine_cpu_s():
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
-def floor(mods, flags, n, c, shape="fork"):
-    p = subprocess.Popen([PYTHON,
-                          "-c", FLOOR, ",".join(mods), str(flags), str(n), str(c), shape],
+RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime", "python", "airlock_runner.py")
+
+
+def runner_request(profile_json):
+    """The config a warm run's program gets for `print(1)` (as src/exec/python_spec.cc writes it)."""
+    return json.dumps({"code": "print(1)", "filename": "main.py",
+                       "allowed_imports": None if profile_json.get("any_import") else profile_json.get("allowed_imports"),
+                       "result_fd": 3, "capture_figures": False})
+
+
+def floor(mods, flags, n, c, shape="fork", request=None):
+    # The runner floors start their interpreter as the zygote does (isolated, no site).
+    extra = [RUNNER, request] if shape.startswith("runner") else []
+    opts = ["-I", "-S"] if extra else []
+    p = subprocess.Popen([PYTHON] + opts +
+                         ["-c", FLOOR, ",".join(mods), str(flags), str(n), str(c), shape] + extra,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready", "the floor's interpreter did not start"
     t0, w0 = machine_cpu_s(), time.monotonic()
@@ -116,7 +157,8 @@ def floor(mods, flags, n, c, shape="fork"):
     t1, w1 = machine_cpu_s(), time.monotonic()
     p.wait()
     if failed:
-        raise SystemExit(f"{failed} of {n} floor children failed to unshare({flags:#x}): run as root")
+        what = "ran the runner to a non-zero exit" if extra else f"failed to unshare({flags:#x}): run as root"
+        raise SystemExit(f"{failed} of {n} floor children ({shape}) {what}")
     return {"cpu_ms_per_run": (t1 - t0) * 1000 / n, "runs_per_s": n / (w1 - w0), "n": n}
 
 
@@ -175,7 +217,8 @@ def main():
         status, data = Client(args.url, args.token).request("GET", f"/v1/profiles/{profile}")
         if status != 200:
             raise SystemExit(f"GET /v1/profiles/{profile}: {status} {data[:200]!r}")
-        mods = json.loads(data).get("preimport", [])
+        prof = json.loads(data)
+        mods = prof.get("preimport", [])
         row = {"preimport": mods}
         row["fork"] = floor(mods, 0, args.n, args.c)
         row["fork+ns"] = floor(mods, NS_ALL, args.n, args.c)
@@ -185,18 +228,22 @@ def main():
         run_ns = (NS_ALL & ~CLONE_NEWNET) | CLONE_NEWPID
         row["clone(ns-net+pid)"] = floor(mods, run_ns, args.n, args.c, "clone")
         row["clone(ns-net+pid), init forks"] = floor(mods, run_ns, args.n, args.c, "init")
+        request = runner_request(prof)
+        row["fork, runner"] = floor(mods, 0, args.n, args.c, "runner", request)
+        row["clone(ns-net+pid), runner"] = floor(mods, run_ns, args.n, args.c, "runner-clone", request)
         row["airlock warm"] = airlock(args.url, args.token, profile, args.n, args.c, args.warmup)
         if args.cold_url:
             row["airlock cold"] = airlock(args.cold_url, args.token, profile, max(50, args.n // 5), args.c, 10)
         base = row["fork+ns"]["cpu_ms_per_run"]
         row["ratio warm"] = row["airlock warm"]["cpu_ms_per_run"] / base
+        row["ratio runner"] = row["clone(ns-net+pid), runner"]["cpu_ms_per_run"] / base
         if "airlock cold" in row:
             row["ratio cold"] = row["airlock cold"]["cpu_ms_per_run"] / base
         out["profiles"][profile] = row
     out["loadavg_after"] = os.getloadavg()
 
     names = ["fork", "fork+ns", "fork+ns-net", "clone(ns-net+pid)", "clone(ns-net+pid), init forks",
-             "airlock warm", "airlock cold"]
+             "fork, runner", "clone(ns-net+pid), runner", "airlock warm", "airlock cold"]
     profiles = list(out["profiles"])
     print(f"whole-machine CPU per run, c={args.c}, n={args.n} "
           f"(load {out['loadavg_before'][0]:.1f} -> {out['loadavg_after'][0]:.1f})\n")
@@ -209,10 +256,11 @@ def main():
             cells.append(f"{r['cpu_ms_per_run']:.1f} ({r['runs_per_s']:.0f}/s)" if r else "")
         if any(cells):
             print(f"| {name} | " + " | ".join(cells) + " |")
-    for key in ("ratio warm", "ratio cold"):
+    labels = {"ratio runner": "clone(ns-net+pid), runner", "ratio warm": "airlock warm", "ratio cold": "airlock cold"}
+    for key, label in labels.items():
         cells = [f"**{out['profiles'][p][key]:.1f}x**" if key in out["profiles"][p] else "" for p in profiles]
         if any(cells):
-            print(f"| {key.replace('ratio ', 'airlock ')} / (fork+ns) | " + " | ".join(cells) + " |")
+            print(f"| {label} / (fork+ns) | " + " | ".join(cells) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

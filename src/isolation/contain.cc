@@ -72,7 +72,8 @@ void RestrictProgram(const ChildPlan& plan, int lock_sock) {
   // First, while nothing but our own code runs: every lock request from here on
   // is answered by init (lock_supervisor.h).
   if (lock_sock >= 0) {
-    if (int err = InstallLockFilter(*plan.seccomp, lock_sock)) Fail(plan, kStepLocks, err);
+    const std::vector<sock_filter>& filter = plan.seccomp->lock_filter;
+    if (int err = InstallLockFilter(filter.data(), filter.size(), lock_sock)) Fail(plan, kStepLocks, err);
   }
   if (::setsid() < 0) Fail(plan, kStepSetsid, errno);
   // execve keeps the signal mask and ignored signals: start the program from

@@ -1,24 +1,38 @@
 // Internal to isolation/: the life of a run's init (pid 1 of its pid
 // namespace) once its program exists. Used by the cold path's init (a fork of
 // the server, contain.cc) and by the warm path's init, a small static program
-// of its own (init_main.cc, embedded as init_image.h) that a zygote starts
+// of its own (init/main.cc, embedded as init_image.h) that a zygote starts
 // for each run instead of a copy of itself (issue 11).
 //
 // Rules: system calls only, no allocation, nothing from outside this file and
-// lock_supervisor.cc (the init program links just these two).
+// lock_supervisor.cc (the init program links just these two), and C and kernel
+// headers only: the init program is built against musl where it is installed
+// (src/isolation/CMakeLists.txt says why).
 #pragma once
 
-#include <sys/resource.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 namespace airlock::isolation::internal {
+
+// The kernel's struct rusage as getrusage(2) fills it on 64-bit Linux: two
+// timevals, then ru_maxrss ... ru_nivcsw. The status is written by the init
+// program, which may be built against musl, and read by the server (glibc):
+// musl's struct rusage carries 16 reserved longs more than glibc's, so the wire
+// uses the kernel's layout, never a libc's.
+struct KernelRusage {
+  int64_t utime_sec, utime_usec, stime_sec, stime_usec;
+  int64_t rest[14];
+};
+static_assert(sizeof(KernelRusage) == 144, "the kernel's struct rusage on 64-bit Linux");
 
 // What init writes to its status fd when the program has ended: its wait
 // status and the resources used by everything the run reaped (init's
 // RUSAGE_CHILDREN).
 struct ProgramStatus {
-  int wait_status;
-  struct rusage usage;
+  int32_t wait_status;
+  int32_t reserved;
+  KernelRusage usage;
 };
 
 // Waits for the program (init's child `program`) to end, reaping every orphan

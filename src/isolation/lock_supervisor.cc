@@ -1,8 +1,10 @@
 #include "isolation/lock_supervisor.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -11,9 +13,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS  // Linux 6.6; Debian 12's headers stop at 6.1
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
@@ -21,6 +20,13 @@
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL  // Linux 6.9: a pidfd for a thread, not only a leader
+#endif
+
+#if defined(__x86_64__)
+// process_vm_readv below reads the caller's struct flock with our own layout:
+// the kernel's, the same in glibc (the program) and musl (this init, built
+// against musl where it is installed).
+static_assert(sizeof(struct flock) == 32, "the kernel's struct flock on x86-64");
 #endif
 
 namespace airlock::isolation::internal {
@@ -44,7 +50,7 @@ pid_t TgidOf(pid_t tid) {
   for (unsigned v = static_cast<unsigned>(tid); n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
   size_t len = 6;
   while (n > 0) path[len++] = digits[--n];
-  std::memcpy(path + len, "/status", 8);
+  memcpy(path + len, "/status", 8);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   char buf[1024];
@@ -52,7 +58,7 @@ pid_t TgidOf(pid_t tid) {
   ::close(fd);
   if (got <= 0) return -1;
   buf[got] = '\0';
-  const char* line = std::strstr(buf, "\nTgid:");
+  const char* line = strstr(buf, "\nTgid:");
   if (line == nullptr) return -1;
   line += 6;
   while (*line == ' ' || *line == '\t') ++line;
@@ -88,7 +94,7 @@ bool StillWaiting(const LockSupervisor& sup, uint64_t id) {
 
 void Answer(const LockSupervisor& sup, uint64_t id, int error, uint32_t flags = 0) {
   struct seccomp_notif_resp resp;
-  std::memset(&resp, 0, sizeof resp);
+  memset(&resp, 0, sizeof resp);
   resp.id = id;
   resp.error = error ? -error : 0;
   resp.flags = flags;
@@ -167,10 +173,10 @@ void RecordLock(const LockSupervisor& sup, const struct seccomp_notif& req, int 
 
 }  // namespace
 
-int InstallLockFilter(const SeccompProgram& program, int sock) {
+int InstallLockFilter(const struct sock_filter* filter, size_t len, int sock) {
   struct sock_fprog prog;
-  prog.len = static_cast<unsigned short>(program.lock_filter.size());
-  prog.filter = const_cast<sock_filter*>(program.lock_filter.data());
+  prog.len = static_cast<unsigned short>(len);
+  prog.filter = const_cast<struct sock_filter*>(filter);
   const long listener = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
   if (listener < 0) {
     const int err = errno;
@@ -181,9 +187,9 @@ int InstallLockFilter(const SeccompProgram& program, int sock) {
   char byte = 'L';
   struct iovec iov = {&byte, 1};
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  std::memset(control, 0, sizeof control);
+  memset(control, 0, sizeof control);
   struct msghdr msg;
-  std::memset(&msg, 0, sizeof msg);
+  memset(&msg, 0, sizeof msg);
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
@@ -192,7 +198,7 @@ int InstallLockFilter(const SeccompProgram& program, int sock) {
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  memcpy(CMSG_DATA(c), &fd, sizeof fd);
   ssize_t n;
   do {
     n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
@@ -207,9 +213,9 @@ int ReceiveLockListener(int sock) {
   char byte;
   struct iovec iov = {&byte, 1};
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  std::memset(control, 0, sizeof control);
+  memset(control, 0, sizeof control);
   struct msghdr msg;
-  std::memset(&msg, 0, sizeof msg);
+  memset(&msg, 0, sizeof msg);
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
@@ -225,7 +231,7 @@ int ReceiveLockListener(int sock) {
     return -1;
   }
   int fd;
-  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  memcpy(&fd, CMSG_DATA(c), sizeof fd);
   return fd;
 }
 
@@ -245,7 +251,7 @@ void InitLockSupervisor(LockSupervisor* sup, int listener, const char* workdir) 
 
 void HandleLockNotification(LockSupervisor* sup) {
   struct seccomp_notif req;
-  std::memset(&req, 0, sizeof req);
+  memset(&req, 0, sizeof req);
   if (::ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) return;  // the caller went away
   long pidfd = PidfdOfCaller(static_cast<pid_t>(req.pid));
   if (pidfd < 0) {

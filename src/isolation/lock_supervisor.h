@@ -20,24 +20,28 @@
 //    databases under /usr keep working.
 // Everything here runs after clone() in the child: no allocation.
 //
-//   program:  if (int err = InstallLockFilter(program, sock)) fail(err);  // then the main filter
+//   program:  if (int err = InstallLockFilter(program.lock_filter.data(), program.lock_filter.size(), sock))
+//               fail(err);  // then the main filter (seccomp_policy.h)
 //   init:     LockSupervisor sup; InitLockSupervisor(&sup, ReceiveLockListener(sock), workdir);
 //             poll sup.listener: HandleLockNotification(&sup); every LockRetryMs(): RetryPendingLocks(&sup)
+//
+// C and kernel headers only, like init_loop.h: the init program may be built
+// against musl (src/isolation/CMakeLists.txt).
 #pragma once
 
+#include <linux/filter.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
-
-#include <cstdint>
-
-#include "isolation/seccomp_policy.h"
 
 namespace airlock::isolation::internal {
 
-// Program side, before any user code: installs program.lock_filter with a
-// listener and sends the listener over `sock` (SCM_RIGHTS) to init, then closes
-// both: the program never keeps it (holding its own listener, it could approve
-// its own calls). Needs no_new_privs or CAP_SYS_ADMIN. Returns 0 or errno.
-int InstallLockFilter(const SeccompProgram& program, int sock);
+// Program side, before any user code: installs the lock filter (`len`
+// instructions: SeccompProgram::lock_filter) with a listener and sends the
+// listener over `sock` (SCM_RIGHTS) to init, then closes both: the program never
+// keeps it (holding its own listener, it could approve its own calls). Needs
+// no_new_privs or CAP_SYS_ADMIN. Returns 0 or errno.
+int InstallLockFilter(const struct sock_filter* filter, size_t len, int sock);
 
 // Init side: the listener the program sent, or -1 if it ended before sending.
 int ReceiveLockListener(int sock);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -419,7 +420,8 @@ StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status) {
     info.signal = WIFSIGNALED(init_wait_status) ? WTERMSIG(init_wait_status) : SIGKILL;
     return info;
   }
-  info.usage = report.usage;
+  static_assert(sizeof(info.usage) == sizeof(report.usage), "glibc's struct rusage is the kernel's");
+  std::memcpy(&info.usage, &report.usage, sizeof report.usage);
   int program_status = report.wait_status;
   if (WIFEXITED(program_status)) {
     info.exited = true;

@@ -728,6 +728,24 @@ class TestHostView(RunCase):
         self.assertEqual(code, 200, body)
         self.assertIn("RELEASED True", body["stdout"], body)
 
+    def test_a_run_without_an_end_event_is_reported_from_its_inits_status(self):
+        """A program that leaves without the runner's end event (os._exit) is answered from its
+        init's status: the exit code and the resources it reaped. The init program may be built
+        against another libc than the server (musl: its struct rusage is larger than glibc's):
+        the status must still carry the program's peak memory and CPU, not zeros or garbage."""
+        body = self.run_code(
+            "import os, time\n"
+            "block = bytearray(96 << 20)\n"      # 96 MiB, every page written
+            "t = time.process_time()\n"
+            "while time.process_time() - t < 0.3:\n"
+            "    pass\n"
+            "os._exit(5)\n", expect_exit=5)
+        self.assertIsNone(body["kill_reason"], body)
+        peak, cpu = body["usage"]["max_rss_kb"], body["usage"]["cpu_ms"]
+        self.assertGreaterEqual(peak, 96 << 10, body["usage"])
+        self.assertLess(peak, 2 << 20, body["usage"])  # under the profile's memory limit
+        self.assertGreaterEqual(cpu, 250, body["usage"])
+
 
 # -- the warm path itself ---------------------------------------------------------------------
 

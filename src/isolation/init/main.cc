@@ -10,21 +10,22 @@
 //   argv: one empty string (the run can read /proc/1/cmdline, not environ).
 //
 // Static, and only init_loop.cc and lock_supervisor.cc: its start costs an
-// execve of a small file, no dynamic loader.
+// execve of a small file, no dynamic loader. Built against musl where it is
+// installed, whose start-up, unlike glibc's, runs no CPUID (a trap to the
+// hypervisor on a VM): src/isolation/CMakeLists.txt.
 #include <fcntl.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
-
-#include <cstring>
 
 #include "isolation/init_loop.h"
 
 namespace {
 
 const char* Env(char** envp, const char* name) {
-  const size_t n = std::strlen(name);
+  const size_t n = strlen(name);
   for (char** e = envp; *e != nullptr; ++e) {
-    if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
   }
   return nullptr;
 }
