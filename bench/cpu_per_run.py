@@ -28,7 +28,9 @@ For each profile (default: minimal and data-science) it measures whole-machine C
                   subtracted
   airlock cold    the same against a second airlock started with `--pool-size 0` (--cold-url)
 
-and prints airlock warm / (fork+ns), the issue's ratio (target <= 2.5), and the cold ratio.
+and prints airlock warm / (fork+ns), the issue's ratio (target <= 2.5), and the cold ratio. It
+says when a zygote of the profile was replaced (recycled or restarted) during an airlock row: that
+zygote's start-up (seconds of CPU for data-science) is then in the row.
 
     bench/cpu_per_run.py --url http://127.0.0.1:8000 [--cold-url http://127.0.0.1:8001] \
         [-n 1500] [-c 8] [--profiles minimal,data-science] [--json F]
@@ -162,6 +164,21 @@ def floor(mods, flags, n, c, shape="fork", request=None):
     return {"cpu_ms_per_run": (t1 - t0) * 1000 / n, "runs_per_s": n / (w1 - w0), "n": n}
 
 
+def zygote_replacements(url, token, profile):
+    """Zygotes of `profile` replaced so far (recycled after their run count or age, or restarted):
+    each start of one is a new interpreter importing the profile's modules, seconds of CPU for
+    data-science, that lands in whichever window it falls in."""
+    status, data = Client(url, token).request("GET", "/metrics")
+    if status != 200:
+        return None
+    total = 0
+    for line in data.decode().splitlines():
+        for name in ("airlock_zygote_recycles_total", "airlock_zygote_restarts_total"):
+            if line.startswith(f'{name}{{profile="{profile}"}} '):
+                total += int(float(line.split()[-1]))
+    return total
+
+
 def airlock(url, token, profile, n, c, warmup):
     body = {"code": "print(1)", "profile": profile}
     clients = [Client(url, token) for _ in range(c)]
@@ -188,14 +205,17 @@ def airlock(url, token, profile, n, c, warmup):
 
     load(warmup)
     time.sleep(1.0)  # the pool refills after the warm-up
+    z0 = zygote_replacements(url, token, profile)
     t0, own0, w0 = machine_cpu_s(), time.process_time(), time.monotonic()
     load(n)
     t1, own1, w1 = machine_cpu_s(), time.process_time(), time.monotonic()
+    z1 = zygote_replacements(url, token, profile)
     if errors:
         raise SystemExit(f"{len(errors)} wrong answers from {url}, e.g. {errors[0]}")
     return {"cpu_ms_per_run": ((t1 - t0) - (own1 - own0)) * 1000 / n,
             "loadgen_cpu_ms_per_run": (own1 - own0) * 1000 / n,
-            "runs_per_s": n / (w1 - w0), "n": n}
+            "runs_per_s": n / (w1 - w0), "n": n,
+            "zygotes_replaced": None if z0 is None or z1 is None else z1 - z0}
 
 
 def main():
@@ -261,6 +281,12 @@ def main():
         cells = [f"**{out['profiles'][p][key]:.1f}x**" if key in out["profiles"][p] else "" for p in profiles]
         if any(cells):
             print(f"| {label} / (fork+ns) | " + " | ".join(cells) + " |")
+    for p in profiles:
+        for name in ("airlock warm", "airlock cold"):
+            r = out["profiles"][p].get(name)
+            if r and r.get("zygotes_replaced"):
+                print(f"\n{name}, {p}: {r['zygotes_replaced']} zygote(s) replaced during the measurement "
+                      "(--pool-recycle / --pool-recycle-seconds): their start-up is in this row")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
