@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "base/fs.h"
 #include "profile/loader.h"
 #include "service/embedded_runner.h"
 #include "tests/helpers/must_work.h"
@@ -133,14 +134,8 @@ TEST_F(ServiceTest, ColdRunsLoadTheRunnerFromItsBytecodeOrElseItsSource) {
     const std::string out = dir + "/stderr";
     std::string cmd = "/usr/bin/python3 -I -B -S " + dir + "/airlock_boot.py " + dir + "/no-config.json 2>" + out;
     int rc = std::system(cmd.c_str());
-    std::string err;
-    if (FILE* f = std::fopen(out.c_str(), "rb")) {
-      char buf[4096];
-      size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) err.append(buf, n);
-      std::fclose(f);
-    }
-    return std::make_pair(rc, err);
+    StatusOr<std::string> err = ReadFile(out);
+    return std::make_pair(rc, err.ok() ? *err : std::string());
   };
   write("airlock_boot.py", boot);
 
