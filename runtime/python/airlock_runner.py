@@ -14,7 +14,7 @@ JSON object written by the server:
     runtime_imports_mode  "enforce" | "observe"   observe: allow, warn on stderr
     blocklist             [[module, attr], ...]   accepted and ignored here (see below)
     preimport             [str] modules imported before the import hook exists (trusted)
-    capture_figures       bool  matplotlib figures become image/png display results
+    capture_figures       bool  matplotlib figures become image/png display results (with their chart)
     result_fd             int | null   fd of the result channel (default 3)
     max_result_bytes      int   total bytes of result events (default 1 MiB)
     max_results           int   number of result events, main result included (default 16)
@@ -22,15 +22,22 @@ JSON object written by the server:
     line_buffered         bool  flush stdout at each newline (for streaming; default false)
     session               bool  the warm path only: this run is a session (see below)
     call                  int   a session's call number, echoed in its end event
+    env                   {str: str}   environment variables set for the user's code (os.environ,
+                          and so every process it starts), after the interpreter and the runner
+                          started: they cannot change how the sandbox itself starts. The server
+                          validates the names (service.cc); in a session's first request they
+                          hold for the session's life, in a call only for that call (see below)
 
 Sessions (the warm path only): the first request has "session": true (its code is ignored). The
 run then keeps its interpreter, its __main__ namespace, its import hook and its working directory,
 and takes calls on the control socket (the fd warm_main was given): b"C" + an 8-byte little-endian
 length + a config JSON like the first (code inline, "call": n) runs one cell, whose events end with
 {"type":"end",...,"call":n} (stdout and stderr flushed before it). A call may instead be the lean
-frame {"frame": "call", "code": str, "call": n, "line_buffered": bool}: everything else is the
-first request's (the profile's policy does not change over a session's life), which spares
-parsing and checking the whole config each call. The server interrupts a cell
+frame {"frame": "call", "code": str, "call": n, "line_buffered": bool, "env"?: {str: str}}:
+everything else is the first request's (the profile's policy does not change over a session's
+life), which spares parsing and checking the whole config each call. A call's "env" is set
+for that call only: afterwards each of its variables is set back to what it was before the call
+(or removed), as E2B does with an execution's env vars. The server interrupts a cell
 with SIGINT to this process (KeyboardInterrupt in the cell; ignored between cells and in the
 runner's own code). End of file on the control socket ends the session (os._exit). The server
 reads a call's output until that end event and owns every timeout: a cell that ignores the
@@ -52,7 +59,11 @@ zygote_preimport() once, and in each forked run (after every kernel layer is in 
 warm_main() with the config JSON, the code inline; the run reseeds `random` and numpy first.
 
 The cell runs like a Jupyter/E2B cell: if the last statement is an expression (not followed by
-`;`), its value becomes the main result instead of being printed; top-level `await` works. The
+`;`), its value becomes the main result instead of being printed; top-level `await` works;
+`display()` is a builtin (as in IPython), and values, figures and PIL images become mime bundles
+(airlock_display.py: rich reprs, PNG, E2B's "e2b/chart" and "e2b/data"). A cell indented as a
+whole (as notebooks and E2B's SDK tests send it) has its common indentation removed by the
+server before it is analyzed and run (service.cc), as IPython's cell transform does. The
 code is compiled under `filename`, so tracebacks carry the user's own line numbers, and only
 frames other than the runner's are shown. Exit status follows `python3 main.py`: 0, 1 after an
 uncaught exception or a syntax error, n for SystemExit(n). 2 means the runner itself failed
@@ -62,7 +73,7 @@ Result channel: after user code, atexit handlers and non-daemon threads are done
 stderr are flushed, the runner writes JSON lines (ASCII, lone surrogates backslash-escaped) to
 the result fd, then calls os._exit with the exit code:
 
-    {"type":"result","is_main_result":false,"data":{mime: value}}  per display (figures), in order
+    {"type":"result","is_main_result":false,"data":{mime: value}}  per display (display(), figures), in order
     {"type":"result","is_main_result":true,"data":{...}}            the last expression's value
     {"type":"truncated","what":"results","dropped":n}               when caps dropped or cut results
     {"type":"file","path":p,"size":n,"content":b64,"truncated":t}     per file created or changed
@@ -86,9 +97,17 @@ Files left out (over the count, names that are not UTF-8, a walk cut by its boun
 a truncated event with "what": "files". Files are opened O_NOFOLLOW | O_NONBLOCK (a FIFO never
 blocks) and checked to be regular after opening.
 
-Caps: the main result is budgeted first (shrunk to text/plain, then cut, if it alone exceeds
-max_result_bytes), then display results in order until max_results or the byte budget is used
-up. Error value and traceback are cut at 64 KiB each.
+Caps: the main result is budgeted first, then display results in order until max_results or
+the byte budget is used up. A result that does not fit whole is shrunk (E2B's chart and data
+left out first, then its other formats, largest first, then its text/plain cut) and the run's
+results are reported truncated; a figure's PNG, a chart's points and a DataFrame's data are not
+even made past the bytes left. Error value and traceback are cut at 64 KiB each.
+
+Helper modules: airlock_display.py (mime bundles, display(), the PIL hooks) and
+airlock_charts.py (a figure's chart). Whoever loads the runner may register them in sys.modules
+first (the zygote from their embedded source, a cold run's bootstrap from their build-time
+bytecode); otherwise the runner compiles them from the files beside it. Their frames are the
+runner's: kept out of user tracebacks, and their imports are not the user's.
 
 What this is not: a security boundary. The kernel sandbox (namespaces, Landlock, seccomp,
 limits) is the boundary; this file is policy and early feedback:
@@ -133,15 +152,33 @@ EXIT_RUNNER_FAILURE = 2
 _ERROR_FIELD_CAP = 64 * 1024
 _CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
 _TRUNCATION_MARK = "... [truncated by airlock]"
-_RICH_REPRS = (
-    ("_repr_html_", "text/html"),
-    ("_repr_markdown_", "text/markdown"),
-    ("_repr_svg_", "image/svg+xml"),
-    ("_repr_png_", "image/png"),
-    ("_repr_jpeg_", "image/jpeg"),
-    ("_repr_latex_", "text/latex"),
-    ("_repr_json_", "application/json"),
-)
+# A result's formats left out first when it does not fit: derived data (the PNG is the figure).
+_SHRINK_FIRST = ("e2b/chart", "e2b/data")
+# What a run may set with "env" is validated by the server; this is the runner's own sanity check.
+_MAX_ENV = 256
+
+
+def _load_helpers(names):
+    """The runner's helper modules (module docstring, "Helper modules"), in order."""
+    here = os.path.dirname(globals().get("__file__") or _RUNNER_FILE)
+    out = []
+    for name in names:
+        module = sys.modules.get(name)
+        if module is None:
+            path = os.path.join(here, name + ".py")
+            with open(path, "rb") as f:
+                code = compile(f.read(), path, "exec", dont_inherit=True)
+            module = types.ModuleType(name)
+            module.__file__ = path
+            sys.modules[name] = module
+            exec(code, module.__dict__)
+        out.append(module)
+    return out
+
+
+_charts, _display = _load_helpers(("airlock_charts", "airlock_display"))
+# Frames of these files are the runner's own: kept out of user tracebacks.
+_RUNNER_FILES = frozenset((_RUNNER_FILE, _charts.__file__, _display.__file__))
 
 
 # Bounds of the walk that finds the files a run wrote (see "Files" above).
@@ -196,6 +233,7 @@ class Config:
         self.session = _get(raw, "session", bool, False)
         self.call = _get(raw, "call", int, None)
         self.files = _input_files(raw.get("files"))
+        self.env = _env(raw.get("env"))
         self.max_out_files = _get(raw, "max_out_files", int, 0)
         self.max_out_bytes = _get(raw, "max_out_bytes", int, 0)
         if self.max_out_files < 0 or self.max_out_bytes < 0:
@@ -235,6 +273,19 @@ def _input_files(raw):
             raise ConfigError(f"files: content of {f['path']!r} is not base64") from None
         out.append((f["path"], data))
     return out
+
+
+def _env(raw):
+    """The "env" of a config or call frame: {name: value}, names that can be set (non-empty, no
+    "=" or NUL), values without NUL."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or len(raw) > _MAX_ENV or not all(
+        isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+        for k, v in raw.items()
+    ):
+        raise ConfigError("env must be an object of at most 256 names (no '=' or NUL) to strings (no NUL)")
+    return raw
 
 
 def _get(raw, key, typ, default):
@@ -341,13 +392,17 @@ class ResultSink:
         return self._attempts < self._max_results and self._display_bytes < self._max_bytes
 
     def add_display(self, make_bundle):
-        """Adds make_bundle()'s mime bundle as a display result, or counts it as dropped."""
+        """Adds make_bundle(room)'s mime bundle (a (bundle, cut) pair) as a display result, or
+        counts it as dropped. room: the bytes left for displays."""
         if not self.wants_more():
             self.dropped += 1
             return
         self._attempts += 1
-        line = _encode_event({"type": "result", "is_main_result": False, "data": make_bundle()})
-        if self._display_bytes + len(line) > self._max_bytes:
+        room = self._max_bytes - self._display_bytes
+        bundle, cut = make_bundle(room)
+        self.cut = self.cut or cut
+        line = self._fit(bundle, room, False)
+        if line is None:
             self.dropped += 1
             return
         self._displays.append(line)
@@ -361,7 +416,7 @@ class ResultSink:
         main_line = None
         if main_bundle is not None:
             if slots > 0:
-                main_line = self._fit_main(main_bundle)
+                main_line = self._fit(main_bundle, self._max_bytes, True)
             if main_line is None:
                 self.dropped += 1
             else:
@@ -382,25 +437,33 @@ class ResultSink:
             )
         return out
 
-    def _fit_main(self, bundle):
+    def _fit(self, bundle, room, is_main):
+        """The result line of bundle within room bytes, shrunk if need be (module docstring,
+        "Caps"); None if not even a cut text/plain fits."""
         def encode(data):
-            return _encode_event({"type": "result", "is_main_result": True, "data": data})
+            return _encode_event({"type": "result", "is_main_result": is_main, "data": data})
 
         line = encode(bundle)
-        if len(line) <= self._max_bytes:
+        if len(line) <= room:
             return line
         self.cut = True
-        text = bundle.get("text/plain", "")
-        line = encode({"text/plain": text})
-        if len(line) <= self._max_bytes:
-            return line
+        data = dict(bundle)
+        first = [k for k in _SHRINK_FIRST if k in data]
+        rest = [k for k in data if k not in first and k != "text/plain"]
+        rest.sort(key=lambda k: -len(data[k]) if isinstance(data[k], str) else -len(_encode_event(data[k])))
+        for key in first + rest:
+            del data[key]
+            line = encode(data)
+            if len(line) <= room:
+                return line
+        text = data.get("text/plain", "")
         # Cut text/plain; escapes make the encoded length exceed the char count, so shrink by
         # the measured excess until it fits (a few rounds at most).
         overhead = len(encode({"text/plain": _TRUNCATION_MARK}))
-        keep = self._max_bytes - overhead
+        keep = room - overhead
         while keep > 0:
             line = encode({"text/plain": text[:keep] + _TRUNCATION_MARK})
-            excess = len(line) - self._max_bytes
+            excess = len(line) - room
             if excess <= 0:
                 return line
             keep -= max(excess, 1)
@@ -608,84 +671,6 @@ def _absolute_name(name, globals, level):
 
 
 # ---------------------------------------------------------------------------------------------
-# Figures and rich display
-
-
-def _figure_bundle(fig):
-    import base64
-    import io
-
-    text = repr(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    return {"text/plain": text, "image/png": base64.b64encode(buf.getvalue()).decode("ascii")}
-
-
-def _is_figure(value):
-    figure = sys.modules.get("matplotlib.figure")
-    return figure is not None and isinstance(value, figure.Figure)
-
-
-def _mime_bundle(value):
-    """IPython-like mime bundle of the main result: repr() as text/plain, plus what
-    _repr_mimebundle_ and the _repr_*_ methods offer (the former wins, as in IPython).
-    repr() errors propagate (they are the user's); failing rich reprs are left out."""
-    bundle = {"text/plain": repr(value)}
-    if _is_figure(value):
-        bundle.update(_figure_bundle(value))
-        return bundle
-    if isinstance(value, type):
-        return bundle  # a class: its _repr_*_ are unbound functions
-    rich = {}
-    data = _call_repr(value, "_repr_mimebundle_", include=None, exclude=None)
-    if isinstance(data, dict):
-        for mime, item in data.items():
-            if isinstance(mime, str) and mime not in rich:
-                item = _mime_value(mime, item)
-                if item is not None:
-                    rich[mime] = item
-    for attr, mime in _RICH_REPRS:
-        if mime not in rich:
-            item = _mime_value(mime, _call_repr(value, attr))
-            if item is not None:
-                rich[mime] = item
-    bundle.update(rich)
-    return bundle
-
-
-def _call_repr(value, attr, **kwargs):
-    try:
-        method = getattr(value, attr, None)
-        if not callable(method):
-            return None
-        data = method(**kwargs)
-        if isinstance(data, tuple) and len(data) == 2:
-            data = data[0]  # (data, metadata)
-        return data
-    except Exception:
-        return None
-
-
-def _mime_value(mime, data):
-    """data as it goes on the wire for mime (base64 for bytes), or None if unusable."""
-    if data is None:
-        return None
-    if isinstance(data, (bytes, bytearray)):
-        import base64
-
-        return base64.b64encode(bytes(data)).decode("ascii")
-    if isinstance(data, str):
-        return data
-    if "json" in mime and isinstance(data, (dict, list)):
-        try:
-            _encode_event(data)  # must survive strict JSON encoding
-        except (TypeError, ValueError, RecursionError):
-            return None
-        return data
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
 # Source handling and tracebacks
 
 
@@ -755,7 +740,7 @@ def _strip_runner_frames(exc, user_filename, seen=None):
     entries = []
     tb = exc.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename != _RUNNER_FILE:
+        if tb.tb_frame.f_code.co_filename not in _RUNNER_FILES:
             entries.append(tb)
         tb = tb.tb_next
     for i, entry in enumerate(entries):
@@ -1066,7 +1051,7 @@ class Runner:
         try:
             for manager in list(_pylab_helpers.Gcf.get_all_fig_managers()):
                 figure = manager.canvas.figure
-                self._sink.add_display(lambda: _figure_bundle(figure))
+                self._sink.add_display(lambda room: _display.figure_bundle(figure, room))
         finally:
             pyplot.close("all")
 
@@ -1181,8 +1166,12 @@ class Runner:
                 guard.after_import("matplotlib.pyplot", self._patch_pyplot)
             if cfg.seed is not None:
                 guard.after_import("numpy.random", self._seed_numpy)
+            guard.after_import("PIL.Image", _display.install_pil_hooks)
+            guard.after_import("PIL.ImageShow", _display.install_pil_hooks)
             if not hasattr(builtins, "exit"):  # no `site` (python3 -S): provide what it would
                 builtins.exit = builtins.quit = _Quitter()
+            if getattr(builtins, "display", None) is not _display.display:
+                builtins.display = _display.display  # IPython's builtin
             if not self._rehearsal:
                 guard.install()
             if self._session is not None:
@@ -1194,13 +1183,22 @@ class Runner:
                 pass
 
         main_bundle = None
-        if self._session is not None:
-            ok, value = self._session.interruptible(self._guarded, self._run_cell, body, last)
-        else:
-            ok, value = self._guarded(self._run_cell, body, last)
+        _display.target = self._sink.add_display
+        restore_env = self._set_env()
+        try:
+            if self._session is not None:
+                ok, value = self._session.interruptible(self._guarded, self._run_cell, body, last)
+            else:
+                ok, value = self._guarded(self._run_cell, body, last)
+        finally:
+            if restore_env:
+                _restore_env(restore_env)
         if ok and value is not None:
-            ok, main_bundle = self._guarded(_mime_bundle, value)
-            if ok and _is_figure(value):
+            ok, made = self._guarded(_display.bundle_of, value, cfg.max_result_bytes)
+            if ok:
+                main_bundle, cut = made
+                self._sink.cut = self._sink.cut or cut
+            if ok and _display.is_figure(value):
                 pyplot = sys.modules.get("matplotlib.pyplot")
                 if pyplot is not None:
                     self._guarded(pyplot.close, value)  # shown as the main result, not again
@@ -1232,6 +1230,7 @@ class Runner:
                 return self._finish(None)
         if cfg.max_out_files > 0:
             self._files_before = _scan_files()[0]
+        self._set_env()
         try:
             pid = os.posix_spawn(cfg.program[0], cfg.program, dict(os.environ))
         except OSError as e:
@@ -1290,8 +1289,21 @@ class Runner:
             lines.append(_encode_event({"type": "truncated", "what": "files", "dropped": dropped}))
         return lines
 
+    def _set_env(self):
+        """Sets the config's env for the code; in a session call returns what undoes it."""
+        env = self._cfg.env
+        if not env:
+            return None
+        before = None
+        if self._session is not None:
+            before = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        return before
+
     def _finish(self, main_bundle):
         self._flush()
+        if _display.target == self._sink.add_display:
+            _display.target = None  # displays from threads that outlive the cell go nowhere
         lines = self._sink.lines(main_bundle)
         try:
             lines.extend(self._file_lines())
@@ -1302,6 +1314,14 @@ class Runner:
         lines.append(_encode_event(_end_event(self._exit_code, self._cfg.call)))
         self._channel.write(lines)
         return self._exit_code
+
+
+def _restore_env(before):
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 class _Quitter:
@@ -1386,6 +1406,11 @@ def zygote_preimport(names):
                 warm()
             except Exception as e:  # noqa: BLE001
                 failed.append(f"{module} warm-up: {type(e).__name__}: {_safe_str(e)}")
+    # What every run would otherwise do to the same shared objects, done once here.
+    for name in ("PIL.Image", "PIL.ImageShow"):
+        if name in sys.modules:
+            _display.install_pil_hooks(sys.modules[name])
+    builtins.display = _display.display
     return failed
 
 
@@ -1411,6 +1436,7 @@ def _warm_pandas():
     df = pandas.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3], "x": [0.5, 1.5, 2.5]})
     g = df.groupby("k")["v"].agg(["sum", "count", "mean"])
     g.reset_index().to_csv(io.StringIO(), index=False)
+    _display.bundle_of(df, 1 << 20)  # its html and E2B's data
     repr(df.describe())
     repr(df.merge(g, left_on="k", right_index=True).sort_values("v").head())
 
@@ -1420,9 +1446,6 @@ def _warm_matplotlib():
     list (built from the system's fonts: about 2 s, which every run would pay again in its own
     empty MPLCONFIGDIR). Draws one figure and PNG so the rest is loaded too, then drops the
     open font files (a run inherits no fd of the zygote's)."""
-    import base64  # noqa: F401 - _figure_bundle's
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1433,7 +1456,7 @@ def _warm_matplotlib():
     fig = pyplot.figure()
     fig.gca().plot([0, 1], [0, 1])
     fig.gca().set_title("warm-up")
-    fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+    _display.figure_bundle(fig, 1 << 20)  # its PNG and its chart
     pyplot.close("all")
     get_font = getattr(font_manager, "_get_font", None)
     if get_font is not None and hasattr(get_font, "cache_clear"):
@@ -1504,6 +1527,7 @@ class _Session:
         try:
             config = Config(self._raw)
             self._base = config  # what a lean call frame does not repeat
+            os.environ.update(config.env)  # the session's own: for its whole life
             self._channel = ResultChannel(config.result_fd)
             _reseed_after_fork(config.seed)
             self._signal.signal(self._signal.SIGINT, self._on_sigint)
@@ -1573,6 +1597,7 @@ class _Session:
         config.line_buffered = line_buffered
         config.session = False
         config.files = []
+        config.env = _env(raw.get("env"))  # this call's only (the session's were set once)
         return config
 
     def interruptible(self, fn, *args):
