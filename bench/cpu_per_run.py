@@ -69,6 +69,12 @@ run = None
 if shape.startswith("runner"):
     # As the zygote loads the runner (src/exec/zygote_main.cc, kBootstrap).
     import types
+    for name in ("airlock_charts", "airlock_display"):  # its helpers, beside it
+        helper = types.ModuleType(name)
+        helper.__file__ = "/sandbox/" + name + ".py"
+        with open(os.path.join(os.path.dirname(sys.argv[6]), name + ".py"), "rb") as f:
+            exec(compile(f.read(), helper.__file__, "exec"), helper.__dict__)
+        sys.modules[name] = helper
     runner = types.ModuleType("airlock_runner")
     runner.__file__ = "/sandbox/airlock_runner.py"
     with open(sys.argv[6], "rb") as f:

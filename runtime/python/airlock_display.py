@@ -5,6 +5,7 @@ of a cell's last value and of every figure it shows; user code reaches it throug
 `display()` builtin, matplotlib's `plt.show()` (patched by the runner) and the PIL hooks below.
 
     bundle, cut = bundle_of(value, room)     # {mime: value}, whether something was left out
+                                             # (room: .bytes and .values the result may take)
     target = sink.add_display                # where display() sends bundles (set per cell)
 
 A bundle always has "text/plain" (repr()), plus:
@@ -17,9 +18,10 @@ A bundle always has "text/plain" (repr()), plus:
 * a pandas DataFrame: E2B's "e2b/data" (its columns as {name: [values]}, JSON-safe: NaN and
   NaT as null, dates as ISO 8601), beside its own "text/html".
 
-Binary values are base64 text; JSON values are embedded. `room` is the bytes the caller can
-still take: a figure's PNG, a chart's points and a DataFrame's data are not made past it, and
-`cut` says so (the runner then reports the results as truncated).
+Binary values are base64 text; JSON values are embedded. `room` is what the caller can still
+take (bytes of the result's line, JSON values of its data): a figure's PNG, a chart's points
+and a DataFrame's data are not made past it, and `cut` says so (the runner then reports the
+results as truncated).
 
 PIL hooks (installed when PIL's modules are imported, see install_pil_hooks): `image.show()`
 displays the image instead of starting a viewer; `image.save(path)` also displays it (what E2B
@@ -43,12 +45,15 @@ RICH_REPRS = (
 
 # Where display() sends its bundles: a callable taking make_bundle(room) -> (bundle, cut), set
 # by the runner for the cell under way (None: none is, and displays are dropped).
+# room has .bytes and .values (airlock_runner.Room).
 target = None
 
 _JSON_MAX_DEPTH = 32
 # Bytes of JSON a chart point takes at most ("[-1.2345678901234567e+308, ...]," and its share
-# of the element): the chart gets room // this many points.
+# of the element), and JSON values (the pair and its two numbers, and some slack for the
+# chart's other fields): the chart gets as many points as both leave room for.
 _BYTES_PER_POINT = 48
+_VALUES_PER_POINT = 4
 
 
 def display(*objs, include=None, exclude=None, metadata=None, transient=None, display_id=None,
@@ -77,7 +82,7 @@ def bundle_of(value, room):
     if is_figure(value):
         return figure_bundle(value, room, bundle["text/plain"])
     if _is_pil_image(value):
-        png, cut = _bounded_save(lambda f: value.save(f, format="PNG"), room)
+        png, cut = _bounded_save(lambda f: value.save(f, format="PNG"), room.bytes)
         if png is not None:
             bundle["image/png"] = png
         return bundle, cut
@@ -109,13 +114,14 @@ def figure_bundle(figure, room, text=None):
     """A matplotlib figure as PNG plus its chart; the chart is read after the PNG is drawn (so
     tick labels are the drawn ones) and left out if reading it fails."""
     bundle = {"text/plain": repr(figure) if text is None else text}
-    png, cut = _bounded_save(lambda f: figure.savefig(f, format="png", bbox_inches="tight"), room)
+    png, cut = _bounded_save(lambda f: figure.savefig(f, format="png", bbox_inches="tight"), room.bytes)
+    points = (room.bytes - (len(png) if png is not None else 0)) // _BYTES_PER_POINT
+    points = max(0, min(points, room.values // _VALUES_PER_POINT))
     if png is not None:
         bundle["image/png"] = png
-        room -= len(png)
     try:
         charts = sys.modules.get("airlock_charts")
-        chart, chart_cut = charts.chart_of(figure, max(0, room) // _BYTES_PER_POINT)
+        chart, chart_cut = charts.chart_of(figure, points)
     except Exception:  # noqa: BLE001 - an odd figure has no chart; its PNG is what counts
         chart, chart_cut = None, False
     if chart is not None:
@@ -226,9 +232,10 @@ def _bounded_save(save, room):
 
 def _dataframe_data(frame, room):
     """(E2B's "data" of a DataFrame, cut): its columns as {name: [values]}; None and True when
-    even two bytes a cell would not fit in room."""
+    even two bytes and one JSON value a cell would not fit in room."""
     rows, columns = frame.shape
-    if rows * max(columns, 1) * 2 > room:
+    cells = rows * max(columns, 1)
+    if cells * 2 > room.bytes or cells + columns + 1 > room.values:
         return None, True
     try:
         return json_safe(frame.to_dict(orient="list")), False

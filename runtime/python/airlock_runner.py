@@ -18,6 +18,8 @@ JSON object written by the server:
     result_fd             int | null   fd of the result channel (default 3)
     max_result_bytes      int   total bytes of result events (default 1 MiB)
     max_results           int   number of result events, main result included (default 16)
+    max_result_values     int   JSON values (scalars, arrays, objects) in the results' data, all
+                          results together (default 65536: the server's kMaxResultValues)
     seed                  int | null   reseeds `random` and numpy's global generator
     line_buffered         bool  flush stdout at each newline (for streaming; default false)
     session               bool  the warm path only: this run is a session (see below)
@@ -98,10 +100,10 @@ a truncated event with "what": "files". Files are opened O_NOFOLLOW | O_NONBLOCK
 blocks) and checked to be regular after opening.
 
 Caps: the main result is budgeted first, then display results in order until max_results or
-the byte budget is used up. A result that does not fit whole is shrunk (E2B's chart and data
+the byte or value budget is used up. A result that does not fit whole is shrunk (E2B's chart and data
 left out first, then its other formats, largest first, then its text/plain cut) and the run's
 results are reported truncated; a figure's PNG, a chart's points and a DataFrame's data are not
-even made past the bytes left. Error value and traceback are cut at 64 KiB each.
+even made past the bytes (and JSON values) left. Error value and traceback are cut at 64 KiB each.
 
 Helper modules: airlock_display.py (mime bundles, display(), the PIL hooks) and
 airlock_charts.py (a figure's chart). Whoever loads the runner may register them in sys.modules
@@ -170,8 +172,8 @@ def _load_helpers(names):
                 code = compile(f.read(), path, "exec", dont_inherit=True)
             module = types.ModuleType(name)
             module.__file__ = path
-            sys.modules[name] = module
             exec(code, module.__dict__)
+            sys.modules[name] = module
         out.append(module)
     return out
 
@@ -224,8 +226,9 @@ class Config:
         self.capture_figures = _get(raw, "capture_figures", bool, True)
         self.max_result_bytes = _get(raw, "max_result_bytes", int, 1 << 20)
         self.max_results = _get(raw, "max_results", int, 16)
-        if self.max_result_bytes < 0 or self.max_results < 0:
-            raise ConfigError("max_result_bytes and max_results must not be negative")
+        self.max_result_values = _get(raw, "max_result_values", int, 1 << 16)
+        if self.max_result_bytes < 0 or self.max_results < 0 or self.max_result_values < 0:
+            raise ConfigError("max_result_bytes, max_results and max_result_values must not be negative")
         self.seed = raw.get("seed")
         if self.seed is not None and type(self.seed) is not int:
             raise ConfigError("seed must be an integer or null")
@@ -375,59 +378,92 @@ class ResultChannel:
             pass  # the reader is gone; nothing left to tell it
 
 
+class Room:
+    """What a result may still take: bytes of its event line, JSON values of its data (the
+    server keeps at most max_result_values of them in a response)."""
+
+    __slots__ = ("bytes", "values")
+
+    def __init__(self, size, values):
+        self.bytes = size
+        self.values = values
+
+
+def _count_values(data):
+    """The JSON values (scalars, arrays, objects) of data, counted as the server counts them."""
+    count = 0
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return count
+
+
 class ResultSink:
     """Collects display results while the cell runs and lays out the final events under the caps."""
 
-    def __init__(self, max_results, max_bytes):
+    def __init__(self, max_results, max_bytes, max_values):
         self._max_results = max_results
         self._max_bytes = max_bytes
-        self._displays = []  # encoded lines
+        self._max_values = max_values
+        self._displays = []  # (encoded line, JSON values of its data)
         self._display_bytes = 0
+        self._display_values = 0
         self._attempts = 0
         self.dropped = 0
         self.cut = False
 
+    def main_room(self):
+        return Room(self._max_bytes, self._max_values)
+
     def wants_more(self):
         """False once enough displays were collected that rendering more would be wasted."""
-        return self._attempts < self._max_results and self._display_bytes < self._max_bytes
+        return (self._attempts < self._max_results and self._display_bytes < self._max_bytes
+                and self._display_values < self._max_values)
 
     def add_display(self, make_bundle):
         """Adds make_bundle(room)'s mime bundle (a (bundle, cut) pair) as a display result, or
-        counts it as dropped. room: the bytes left for displays."""
+        counts it as dropped. room: what is left for displays (a Room)."""
         if not self.wants_more():
             self.dropped += 1
             return
         self._attempts += 1
-        room = self._max_bytes - self._display_bytes
+        room = Room(self._max_bytes - self._display_bytes, self._max_values - self._display_values)
         bundle, cut = make_bundle(room)
         self.cut = self.cut or cut
-        line = self._fit(bundle, room, False)
-        if line is None:
+        fitted = self._fit(bundle, room, False)
+        if fitted is None:
             self.dropped += 1
             return
-        self._displays.append(line)
-        self._display_bytes += len(line)
+        self._displays.append(fitted)
+        self._display_bytes += len(fitted[0])
+        self._display_values += fitted[1]
 
     def lines(self, main_bundle):
         """The result events in emission order: displays, then the main result."""
         out = []
-        used = 0
+        used, values = 0, 0
         slots = self._max_results
         main_line = None
         if main_bundle is not None:
-            if slots > 0:
-                main_line = self._fit(main_bundle, self._max_bytes, True)
-            if main_line is None:
+            fitted = self._fit(main_bundle, self.main_room(), True) if slots > 0 else None
+            if fitted is None:
                 self.dropped += 1
             else:
-                used += len(main_line)
+                main_line = fitted[0]
+                used, values = len(main_line), fitted[1]
                 slots -= 1
-        for line in self._displays:
-            if slots <= 0 or used + len(line) > self._max_bytes:
+        for line, n in self._displays:
+            if slots <= 0 or used + len(line) > self._max_bytes or values + n > self._max_values:
                 self.dropped += 1
                 continue
             out.append(line)
             used += len(line)
+            values += n
             slots -= 1
         if main_line is not None:
             out.append(main_line)
@@ -438,14 +474,16 @@ class ResultSink:
         return out
 
     def _fit(self, bundle, room, is_main):
-        """The result line of bundle within room bytes, shrunk if need be (module docstring,
-        "Caps"); None if not even a cut text/plain fits."""
+        """(the result line of bundle within room, its JSON values), shrunk if need be (module
+        docstring, "Caps"); None if not even a cut text/plain fits."""
         def encode(data):
             return _encode_event({"type": "result", "is_main_result": is_main, "data": data})
 
+        sizes = {k: _count_values(v) for k, v in bundle.items()}
+        values = sum(sizes.values())
         line = encode(bundle)
-        if len(line) <= room:
-            return line
+        if len(line) <= room.bytes and values <= room.values:
+            return line, values
         self.cut = True
         data = dict(bundle)
         first = [k for k in _SHRINK_FIRST if k in data]
@@ -453,19 +491,22 @@ class ResultSink:
         rest.sort(key=lambda k: -len(data[k]) if isinstance(data[k], str) else -len(_encode_event(data[k])))
         for key in first + rest:
             del data[key]
+            values -= sizes[key]
             line = encode(data)
-            if len(line) <= room:
-                return line
+            if len(line) <= room.bytes and values <= room.values:
+                return line, values
+        if room.values < 1:
+            return None
         text = data.get("text/plain", "")
         # Cut text/plain; escapes make the encoded length exceed the char count, so shrink by
         # the measured excess until it fits (a few rounds at most).
         overhead = len(encode({"text/plain": _TRUNCATION_MARK}))
-        keep = room - overhead
+        keep = room.bytes - overhead
         while keep > 0:
             line = encode({"text/plain": text[:keep] + _TRUNCATION_MARK})
-            excess = len(line) - room
+            excess = len(line) - room.bytes
             if excess <= 0:
-                return line
+                return line, 1
             keep -= max(excess, 1)
         return None
 
@@ -912,7 +953,7 @@ class Runner:
         self._rehearsal = rehearsal
         self._stdout = sys.stdout
         self._stderr = sys.stderr
-        self._sink = ResultSink(config.max_results, config.max_result_bytes)
+        self._sink = ResultSink(config.max_results, config.max_result_bytes, config.max_result_values)
         self._error_event = None
         self._exit_code = 0
         self._lines = []
@@ -1194,7 +1235,7 @@ class Runner:
             if restore_env:
                 _restore_env(restore_env)
         if ok and value is not None:
-            ok, made = self._guarded(_display.bundle_of, value, cfg.max_result_bytes)
+            ok, made = self._guarded(_display.bundle_of, value, self._sink.main_room())
             if ok:
                 main_bundle, cut = made
                 self._sink.cut = self._sink.cut or cut
@@ -1436,7 +1477,7 @@ def _warm_pandas():
     df = pandas.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3], "x": [0.5, 1.5, 2.5]})
     g = df.groupby("k")["v"].agg(["sum", "count", "mean"])
     g.reset_index().to_csv(io.StringIO(), index=False)
-    _display.bundle_of(df, 1 << 20)  # its html and E2B's data
+    _display.bundle_of(df, Room(1 << 20, 1 << 16))  # its html and E2B's data
     repr(df.describe())
     repr(df.merge(g, left_on="k", right_index=True).sort_values("v").head())
 
@@ -1456,7 +1497,7 @@ def _warm_matplotlib():
     fig = pyplot.figure()
     fig.gca().plot([0, 1], [0, 1])
     fig.gca().set_title("warm-up")
-    _display.figure_bundle(fig, 1 << 20)  # its PNG and its chart
+    _display.figure_bundle(fig, Room(1 << 20, 1 << 16))  # its PNG and its chart
     pyplot.close("all")
     get_font = getattr(font_manager, "_get_font", None)
     if get_font is not None and hasattr(get_font, "cache_clear"):

@@ -208,12 +208,6 @@ E2bReply E2bRoutes::Execute(const E2bRequest& rq, const E2bHooks& hooks) {
   if (req.language && *req.language != "python") {
     return Error(NotPython(*req.language));
   }
-  if (req.env_vars > 0) {
-    return Error({model::ErrorKind::kBadRequest,
-                  "env_vars (runCode's envs) are not supported by airlock: a sandbox's environment is fixed by its "
-                  "profile; pass values in the code instead",
-                  ""});
-  }
   std::string id;
   if (req.context_id) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -229,6 +223,7 @@ E2bReply E2bRoutes::Execute(const E2bRequest& rq, const E2bHooks& hooks) {
   }
   model::ExecuteRequest request;
   request.code = std::move(req.code);
+  request.env = std::move(req.env_vars);  // this execution's only
   request.stream_output = true;
   session::CallHooks call_hooks;
   call_hooks.on_output = hooks.on_output;

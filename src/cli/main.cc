@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   // The warm pool's zygote (exec/zygote_main.h): started by `serve` itself,
   // not a command for people, so not listed in --help.
   if (argc >= 2 && std::strcmp(argv[1], airlock::exec::kZygoteSubcommand) == 0) {
-    return airlock::exec::ZygoteMain(argc, argv, airlock::service::EmbeddedRunner());
+    return airlock::exec::ZygoteMain(argc, argv, airlock::service::EmbeddedRunner(),
+                                     airlock::service::EmbeddedRunnerHelpers());
   }
   CLI::App app{"airlock: runs untrusted (LLM-written) code in a kernel sandbox"};
   app.require_subcommand(1);

@@ -34,12 +34,19 @@
 namespace airlock::exec {
 namespace {
 
-// Loads the runner as a module under the file name the cold path shows (its
-// frames are recognised by it and kept out of user tracebacks), imports the
-// profile's modules, and freezes what exists so that the garbage collector of
-// a run does not write to (and so copy) every object it inherited.
+// Loads the runner's helpers and the runner as modules under the file names
+// the cold path shows (their frames are recognised by them and kept out of
+// user tracebacks), imports the profile's modules, and freezes what exists so
+// that the garbage collector of a run does not write to (and so copy) every
+// object it inherited.
 constexpr const char* kBootstrap = R"(
 import gc, sys, types
+for _name, _text in _helpers:
+    _module = types.ModuleType(_name)
+    _module.__file__ = "/sandbox/" + _name + ".py"
+    exec(compile(_text, _module.__file__, "exec"), _module.__dict__)
+    sys.modules[_name] = _module
+del _helpers, _name, _text, _module
 _runner = types.ModuleType("airlock_runner")
 _runner.__file__ = "/sandbox/airlock_runner.py"
 exec(compile(_source, "/sandbox/airlock_runner.py", "exec"), _runner.__dict__)
@@ -328,7 +335,7 @@ std::string PyErrorText() {
 
 }  // namespace
 
-int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
+int ZygoteMain(int argc, char** argv, std::string_view runner_source, std::span<const PythonModule> helpers) {
 #if AIRLOCK_ASAN
   // Test builds: the embedded interpreter keeps its memory until exit by design.
   __lsan_disable();
@@ -367,10 +374,19 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
     PyList_Append(preimport, name);
     Py_DECREF(name);
   }
+  PyObject* helper_list = PyList_New(0);
+  for (const PythonModule& m : helpers) {
+    PyObject* pair = Py_BuildValue("(s#y#)", m.name.data(), static_cast<Py_ssize_t>(m.name.size()),
+                                   m.source.data(), static_cast<Py_ssize_t>(m.source.size()));
+    PyList_Append(helper_list, pair);
+    Py_DECREF(pair);
+  }
   PyDict_SetItemString(globals, "_source", source);
   PyDict_SetItemString(globals, "_preimport", preimport);
+  PyDict_SetItemString(globals, "_helpers", helper_list);
   Py_DECREF(source);
   Py_DECREF(preimport);
+  Py_DECREF(helper_list);
   PyObject* done = PyRun_String(kBootstrap, Py_file_input, globals, globals);
   if (done == nullptr) {
     SendText(zygote::kFailed, "loading the runner in the zygote failed: " + PyErrorText());

@@ -11,13 +11,22 @@
 //            --disk BYTES --open-files N --cpu-time-ms MS [--ro-bind PATH]...
 #pragma once
 
+#include <span>
 #include <string_view>
 
 namespace airlock::exec {
 
 inline constexpr const char* kZygoteSubcommand = "__zygote";
 
-// Returns the process's exit code. runner_source: runtime/python/airlock_runner.py.
-int ZygoteMain(int argc, char** argv, std::string_view runner_source);
+// A Python module given as source: its import name and its text.
+struct PythonModule {
+  std::string_view name;
+  std::string_view source;
+};
+
+// Returns the process's exit code. runner_source: runtime/python/airlock_runner.py;
+// helpers: the modules it imports from beside it, registered in sys.modules
+// (as /sandbox/<name>.py) before it loads, in this order.
+int ZygoteMain(int argc, char** argv, std::string_view runner_source, std::span<const PythonModule> helpers);
 
 }  // namespace airlock::exec

@@ -167,6 +167,7 @@ std::string McpServer::CallSessionTool(const model::McpToolCall& call, const std
   if (call.name == "create_session") {
     model::SessionCreateRequest req;
     req.base.profile = call.execute.profile;
+    req.base.env = call.execute.env;
     // A session is a warm run: when none is ready right now (the pool is
     // refilling after a call), wait a little for one rather than hand the
     // model a "retry shortly" it may not act on.

@@ -338,6 +338,9 @@ bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, Execute
   if (it = doc.find("files"); it != doc.end() && !it->is_null()) {
     if (!ParseFiles(*it, caps.max_files, &request->files, error)) return false;
   }
+  if (it = doc.find("env"); it != doc.end()) {
+    if (!internal::ParseEnv(*it, "env", &request->env, error)) return false;
+  }
   return true;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,7 +28,8 @@ struct E2bExecuteRequest {
   std::string code;
   std::optional<std::string> context_id;
   std::optional<std::string> language;  // normalized: "python", "javascript", ...
-  size_t env_vars = 0;                  // how many were given (airlock refuses them)
+  // runCode's envs, for this execution only; bounded as ExecuteRequest::env.
+  std::map<std::string, std::string> env_vars;
 };
 // Errors: kUnprocessable (bad JSON or field type), kPayloadTooLarge (code over
 // the cap), kBadRequest (both context_id and language, as E2B answers).

@@ -142,12 +142,8 @@ bool ParseE2bExecuteRequest(std::string_view body, const RequestCaps& caps, E2bE
     return false;
   }
   if (request->language) request->language = E2bNormalizeLanguage(*request->language);
-  if (auto env = doc.find("env_vars"); env != doc.end() && !env->is_null()) {
-    if (!env->is_object()) {
-      *error = Unprocessable("env_vars", "env_vars: must be an object of strings");
-      return false;
-    }
-    request->env_vars = env->size();
+  if (auto env = doc.find("env_vars"); env != doc.end()) {
+    if (!internal::ParseEnv(*env, "env_vars", &request->env_vars, error)) return false;
   }
   return true;
 }

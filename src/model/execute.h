@@ -67,6 +67,14 @@ struct RequestCaps {
   size_t max_files = 256;              // entries of "files" (bytes: the body cap, then the profile's)
 };
 
+// Bounds on the environment variables a request may set ("env"; E2B's
+// "env_vars"): the runner sets them for the code, so they are bounded like
+// any other input and their names are plain identifiers.
+inline constexpr size_t kMaxEnvVars = 128;
+inline constexpr size_t kMaxEnvNameBytes = 128;
+inline constexpr size_t kMaxEnvValueBytes = 32 << 10;
+inline constexpr size_t kMaxEnvBytes = 128 << 10;  // names and values of one request together
+
 // A file given to a run ("files" of POST /v1/execute and /execute), decoded.
 // `path` passed CheckSandboxPath (base/sandbox_path.h); no two paths are equal
 // and none is a directory of another.
@@ -112,6 +120,13 @@ struct ExecuteRequest {
   // the limits and the warm config), not a cold run's Spec and files.
   bool session_call = false;
   std::vector<InputFile> files;        // placed in the working directory before the run
+  // Environment variables for the code (name -> value): the runner sets them
+  // once the sandbox and the interpreter have started, so they change what
+  // the code and the processes it starts see, never how the sandbox starts;
+  // the service refuses the names the sandbox reserves (ReservedEnvName in
+  // service.h). For a session call they hold for that call only; given when
+  // a session is created, for its whole life.
+  std::map<std::string, std::string> env;
   // A request that needs a person's approval: how long to hold the connection
   // for the decision and the run (0 < wait <= 3600; absent: answer 202 at once).
   std::optional<double> wait_s;
@@ -123,6 +138,8 @@ struct ExecuteRequest {
 // "files": [{"path", "content", "encoding": "utf-8" (default) | "base64"}]:
 // a bad path, bad base64, a duplicate or more than caps.max_files entries is a
 // kUnprocessable naming files[i].path / files[i].content.
+// "env": {NAME: "value"}: names [A-Za-z_][A-Za-z0-9_]*, values without NUL,
+// within the kMaxEnv* bounds; otherwise a kUnprocessable naming "env".
 bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
                          ApiError* error);
 

@@ -22,6 +22,41 @@ bool ParseRequestObject(std::string_view body, const RequestCaps& caps, json* do
   return true;
 }
 
+bool ParseEnv(const json& value, const std::string& field, std::map<std::string, std::string>* out, ApiError* error) {
+  out->clear();
+  auto fail = [&](std::string message) {
+    *error = ApiError{ErrorKind::kUnprocessable, field + ": " + message, field};
+    return false;
+  };
+  if (value.is_null()) return true;
+  if (!value.is_object()) return fail("must be an object of variable names to string values");
+  if (value.size() > kMaxEnvVars) {
+    return fail(std::to_string(value.size()) + " variables, more than the " + std::to_string(kMaxEnvVars) +
+                " allowed");
+  }
+  size_t total = 0;
+  for (const auto& [name, v] : value.items()) {
+    bool ok = !name.empty() && name.size() <= kMaxEnvNameBytes && !(name[0] >= '0' && name[0] <= '9');
+    for (char c : name) {
+      ok = ok && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+    }
+    if (!ok) {
+      return fail("'" + name.substr(0, 64) + "' is not a variable name (letters, digits and _, not starting with " +
+                  "a digit, at most " + std::to_string(kMaxEnvNameBytes) + " bytes)");
+    }
+    if (!v.is_string()) return fail(name + ": the value must be a string");
+    const std::string& text = v.get_ref<const std::string&>();
+    if (text.size() > kMaxEnvValueBytes || text.find('\0') != std::string::npos) {
+      return fail(name + ": the value must be at most " + std::to_string(kMaxEnvValueBytes) +
+                  " bytes, without NUL");
+    }
+    total += name.size() + text.size();
+    if (total > kMaxEnvBytes) return fail("more than " + std::to_string(kMaxEnvBytes) + " bytes of names and values");
+    (*out)[name] = text;
+  }
+  return true;
+}
+
 size_t JsonDepth(std::string_view text) {
   size_t depth = 0, max_depth = 0;
   bool in_string = false, escaped = false;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,13 @@ size_t JsonDepth(std::string_view text);
 // most caps.max_depth levels (checked before parsing), an object. False with
 // *error (422, no field) otherwise.
 bool ParseRequestObject(std::string_view body, const RequestCaps& caps, json* doc, ApiError* error);
+
+// An "env" object (field: its name in the request, for errors): names
+// [A-Za-z_][A-Za-z0-9_]* of at most kMaxEnvNameBytes, string values without
+// NUL of at most kMaxEnvValueBytes, at most kMaxEnvVars of them and
+// kMaxEnvBytes in all. null is no variables. False with *error (422 naming
+// the field) otherwise.
+bool ParseEnv(const json& value, const std::string& field, std::map<std::string, std::string>* out, ApiError* error);
 
 // The common core of every run result: RunReportToJson's object.
 json RunReportObject(const RunReport& report);

@@ -46,9 +46,12 @@ void ReadExecuteArgs(const json& args, const McpCaps& caps, McpToolCall* call) {
         return fail("session_id: must be the id create_session returned");
       }
       call->session_id = value.get<std::string>();
+    } else if (key == "env") {
+      ApiError error;
+      if (!internal::ParseEnv(value, "env", &call->execute.env, &error)) return fail(error.message);
     } else {
       return fail("unknown argument '" + key.substr(0, 64) +
-                  "' (execute_python takes code, session_id, timeout_seconds, profile)");
+                  "' (execute_python takes code, session_id, timeout_seconds, profile, env)");
     }
   }
   if (!args.contains("code")) return fail("code: required (the Python source to run)");
@@ -68,6 +71,11 @@ void ReadToolArgs(const json& args, const McpCaps& caps, const std::vector<std::
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       return fail("unknown argument '" + key.substr(0, 64) + "' (" + call->name + " takes " +
                   (names.empty() ? std::string("no arguments") : names) + ")");
+    }
+    if (key == "env") {
+      ApiError error;
+      if (!internal::ParseEnv(value, "env", &call->execute.env, &error)) return fail(error.message);
+      continue;
     }
     if (!value.is_string()) return fail(key + ": must be a string");
     const std::string& v = value.get_ref<const std::string&>();
@@ -205,7 +213,7 @@ void ParseMcpMessage(std::string_view text, const McpCaps& caps, McpMessage* out
     } else if (out->call.name == "execute_python") {
       ReadExecuteArgs(args, caps, &out->call);
     } else if (out->call.name == "create_session") {
-      ReadToolArgs(args, caps, {"profile"}, {}, &out->call);
+      ReadToolArgs(args, caps, {"profile", "env"}, {}, &out->call);
     } else if (out->call.name == "close_session") {
       ReadToolArgs(args, caps, {"session_id"}, {"session_id"}, &out->call);
     } else if (out->call.name == "upload_file") {
@@ -261,6 +269,16 @@ json PathProperty() {
            "no '..' and no absolute paths"}};
 }
 
+json EnvProperty(const std::string& what) {
+  return {{"type", "object"},
+          {"maxProperties", kMaxEnvVars},
+          {"propertyNames", {{"pattern", "^[A-Za-z_][A-Za-z0-9_]{0,127}$"}}},
+          {"additionalProperties", {{"type", "string"}, {"maxLength", kMaxEnvValueBytes}}},
+          {"description",
+           what + ". Names the sandbox sets itself (PATH, HOME, LANG, ...) or that change how programs start "
+                  "(LD_*, PYTHON*, ...) are refused."}};
+}
+
 // Every tool, in tools/list order, as MCP tool objects.
 json ToolObjects(const McpToolsInfo& info) {
   std::string names;
@@ -275,7 +293,8 @@ json ToolObjects(const McpToolsInfo& info) {
         {"exclusiveMinimum", 0},
         {"maximum", info.max_timeout_s},
         {"description", "Wall-clock limit for this call; default: the profile's"}}},
-      {"profile", profile_prop}};
+      {"profile", profile_prop},
+      {"env", EnvProperty("Environment variables for this call's code (os.environ), e.g. {\"MODE\": \"test\"}")}};
   std::string exec_desc =
       "Run Python 3 code in an isolated sandbox and get back what it printed, the value of its last "
       "expression, the exception with its traceback if it failed, and matplotlib figures as PNG images. "
@@ -328,7 +347,11 @@ json ToolObjects(const McpToolsInfo& info) {
               "') is fixed for the session's life. A session ends when idle too long or at its expiry time (both "
               "returned), or when you call close_session; call close_session when you are done."},
          {"inputSchema",
-          {{"type", "object"}, {"properties", {{"profile", profile_prop}}}, {"additionalProperties", false}}},
+          {{"type", "object"},
+           {"properties",
+            {{"profile", profile_prop},
+             {"env", EnvProperty("Environment variables for the session's code, for its whole life")}}},
+           {"additionalProperties", false}}},
          {"outputSchema",
           {{"type", "object"},
            {"properties",

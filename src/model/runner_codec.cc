@@ -11,8 +11,11 @@ namespace airlock::model {
 using internal::Dump;
 using nlohmann::json;
 
-std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered) {
-  return Dump({{"frame", "call"}, {"code", code}, {"call", call}, {"line_buffered", line_buffered}});
+std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered,
+                                  const std::map<std::string, std::string>& env) {
+  json j = {{"frame", "call"}, {"code", code}, {"call", call}, {"line_buffered", line_buffered}};
+  if (!env.empty()) j["env"] = env;
+  return Dump(j);
 }
 
 namespace {
@@ -23,10 +26,6 @@ constexpr size_t kMaxDisplays = 64;
 // A runner batch is at most max_results (16) results, a truncated, an error
 // and an end event; more in one batch is forged and dropped.
 constexpr size_t kMaxBatchEvents = 64 + kMaxFileEvents;
-// JSON values in the final batch's results (each becomes a node of the
-// response's DOM, ~50 bytes): a `_repr_json_` of a million empty lists must
-// not cost the server 50 MB. Results past it are dropped, marked truncated.
-constexpr size_t kMaxResultValues = size_t{1} << 16;
 
 }  // namespace
 
@@ -44,7 +43,9 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
       {"result_fd", c.result_fd},
       {"max_result_bytes", c.max_result_bytes},
       {"max_results", c.max_results},
+      {"max_result_values", c.max_result_values},
   };
+  if (!c.env.empty()) j["env"] = c.env;
   if (c.line_buffered) j["line_buffered"] = true;
   if (!c.files.empty()) {
     json files = json::array();

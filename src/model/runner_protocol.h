@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,11 @@
 #include "model/execute.h"
 
 namespace airlock::model {
+
+// JSON values in the final batch's results (each becomes a node of the
+// response's DOM, ~50 bytes): a `_repr_json_` of a million empty lists must
+// not cost the server 50 MB. Results past it are dropped, marked truncated.
+inline constexpr size_t kMaxResultValues = size_t{1} << 16;
 
 struct RunnerConfig {
   std::string code_path = "/sandbox/main.py";  // "" with `code` set: the code is inline
@@ -43,6 +49,13 @@ struct RunnerConfig {
   int result_fd = 3;
   int64_t max_result_bytes = 1 << 20;
   int max_results = 16;
+  // JSON values of all results' data together: what ParseRunnerEvents keeps
+  // (kMaxResultValues), so the runner shrinks its results to fit rather than
+  // have the server drop them.
+  int64_t max_result_values = static_cast<int64_t>(kMaxResultValues);
+  // Environment variables the runner sets for the code (ExecuteRequest::env):
+  // in a session's first request, for the session's life.
+  std::map<std::string, std::string> env;
   // The warm path only: the first request of a session, then each of its
   // calls (numbered from 1; echoed in the call's end event). 0: not a call.
   bool session = false;
@@ -60,10 +73,12 @@ struct RunnerConfig {
 };
 
 std::string RunnerConfigToJson(const RunnerConfig& config);
-// A session call's lean frame: {"frame":"call","code","call","line_buffered"};
-// the runner takes everything else from the session's first request (the
-// profile's policy cannot change over a session's life).
-std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered);
+// A session call's lean frame: {"frame":"call","code","call","line_buffered",
+// "env"? (this call's only)}; the runner takes everything else from the
+// session's first request (the profile's policy cannot change over a session's
+// life).
+std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered,
+                                  const std::map<std::string, std::string>& env = {});
 
 struct RunnerEvents {
   std::optional<DisplayResult> main_result;

@@ -19,8 +19,9 @@
 namespace airlock::model {
 
 struct SessionCreateRequest {
-  // profile, language and limits as /v1/execute takes them (code unused);
-  // limits.cpu_time is refused (a session's CPU is bounded per call by its timeout).
+  // profile, language, limits and env as /v1/execute takes them (code unused;
+  // env holds for the session's life); limits.cpu_time is refused (a
+  // session's CPU is bounded per call by its timeout).
   ExecuteRequest base;
   std::optional<double> idle_timeout_s;
   std::optional<double> ttl_s;
@@ -30,8 +31,9 @@ struct SessionCreateRequest {
 bool ParseSessionCreateRequest(std::string_view body, const RequestCaps& caps, SessionCreateRequest* request,
                                ApiError* error);
 
-// {"code", "timeout"?}: a session's profile and limits are fixed at creation,
-// so "profile" and "limits" are refused (422) rather than ignored.
+// {"code", "timeout"?, "env"?}: a session's profile and limits are fixed at
+// creation, so "profile" and "limits" are refused (422) rather than ignored;
+// "env" holds for this call only.
 bool ParseSessionExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
                                 ApiError* error);
 

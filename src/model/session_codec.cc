@@ -38,7 +38,7 @@ bool ParseSessionCreateRequest(std::string_view body, const RequestCaps& caps, S
   }
   // profile, language and limits are checked exactly as /v1/execute checks them.
   json base = {{"code", "pass"}};
-  for (const char* key : {"profile", "language", "limits"}) {
+  for (const char* key : {"profile", "language", "limits", "env"}) {
     if (auto it = doc.find(key); it != doc.end()) base[key] = *it;
   }
   if (!ParseExecuteRequest(Dump(base), caps, &request->base, error)) return false;

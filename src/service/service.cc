@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "analyzer/analyzer.h"
+#include "analyzer/cell.h"
 #include "base/log.h"
 #include "model/base64.h"
 #include "model/runner_protocol.h"
@@ -26,11 +27,13 @@ constexpr const char* kBytecodePath = "/sandbox/airlock_runner.bytecode";
 constexpr const char* kBootPath = "/sandbox/airlock_boot.py";
 
 // A cold Python run's main script when the runner's bytecode is embedded
-// (EmbeddedRunnerBytecode): runs the runner from it, as __main__, when its
-// magic is this python3's, and from the source beside it otherwise. The
-// runner's frames keep the source's name either way (compile_runner.py), and
-// the source stays there for tracebacks. Reads its files from its own
-// directory (/sandbox) and imports nothing a bare `python3 -S` has not loaded.
+// (EmbeddedRunnerBytecode): when its magic is this python3's, registers the
+// runner's helpers from it in sys.modules and runs the runner from it, as
+// __main__; otherwise runs the runner from the source beside it (which then
+// compiles its helpers from theirs). The modules' frames keep the sources'
+// names either way (compile_runner.py), and the sources stay there for
+// tracebacks. Reads its files from its own directory (/sandbox) and imports
+// nothing a bare `python3 -S` has not loaded.
 constexpr const char* kBoot = R"py(def _runner_code():
     from _frozen_importlib_external import MAGIC_NUMBER
     here = __file__.rpartition("/")[0]
@@ -39,7 +42,14 @@ constexpr const char* kBoot = R"py(def _runner_code():
             data = f.read()
         if data[:4] == MAGIC_NUMBER:
             import marshal
-            return marshal.loads(memoryview(data)[4:])
+            import sys
+            modules = marshal.loads(memoryview(data)[4:])
+            for name, code in modules[:-1]:
+                module = type(sys)(name)
+                module.__file__ = code.co_filename
+                exec(code, module.__dict__)
+                sys.modules[name] = module
+            return modules[-1][1]
     except (OSError, ValueError, EOFError, TypeError):
         pass
     with open(here + "/airlock_runner.py", "rb") as f:
@@ -321,6 +331,19 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     out.error = model::ApiError{model::ErrorKind::kBadRequest, "No code provided", ""};
     return out;
   }
+  // The environment a request may give its code.
+  for (const auto& [name, value] : req.env) {
+    if (std::string why = ReservedEnvName(name); !why.empty()) {
+      out.error = Invalid("env", "env: " + name + ": " + why);
+      return out;
+    }
+  }
+  // A Python cell runs as Jupyter runs it: indented as a whole (as notebooks
+  // and E2B's SDK send cells), it loses that indentation before it is analyzed
+  // and run, so the analyzer reads what the runner runs.
+  std::string dedented;
+  analyzer::CellIndent indent;
+  const std::string& code = python && analyzer::RemoveCellIndent(req.code, &dedented, &indent) ? dedented : req.code;
 
   // 5. Static analysis under the profile's modes.
   std::vector<model::Violation> rejecting, warnings;
@@ -336,8 +359,9 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     v.compat = v.rule + ": " + v.message;
     warnings.push_back(std::move(v));
   } else if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
-    analyzer::Result r = an->second.Analyze(req.code);
-    for (const analyzer::Finding& f : r.findings) {
+    analyzer::Result r = an->second.Analyze(code);
+    for (analyzer::Finding& f : r.findings) {
+      f.col = indent.OriginalColumn(req.code, f.line, f.col);  // where the client sees it
       profile::ScanStage stage = StageOf(f);
       bool listed = std::find(p->scan_stages.pre.begin(), p->scan_stages.pre.end(), stage) != p->scan_stages.pre.end();
       // Syntax-level findings belong to ast_scan; without it, Python reports them at run time.
@@ -377,6 +401,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   plan->request_id = request_id;
   plan->profile_name = p->name;
   plan->language = language;
+  plan->code = code;
   if (held) {
     // The person sees every finding, the held rejecting ones first.
     out.violations = rejecting;
@@ -402,6 +427,8 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   cfg.line_buffered = req.stream_output;
   cfg.result_fd = 3;
   cfg.max_result_bytes = options_.max_result_bytes;
+  cfg.max_result_values = static_cast<int64_t>(model::kMaxResultValues);
+  cfg.env = req.env;
   cfg.files = req.files;
   cfg.max_out_files = std::clamp<int64_t>(p->files.max_out_files, 0, model::kMaxFileEvents);
   cfg.max_out_bytes = std::max<int64_t>(p->files.max_out_bytes, 0);
@@ -411,7 +438,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   // Only Python has a warm path (a zygote is a warm CPython).
   if (python && options_.pool != nullptr && options_.pool->Serves(p->name)) {
     model::RunnerConfig warm = cfg;
-    warm.code = req.code;
+    warm.code = code;
     warm.code_path.clear();
     warm.preimport = p->preimport;  // imported in the zygote already: a no-op
     if (!req.session_call) plan->warm_request = model::RunnerConfigToJson(warm);
@@ -429,11 +456,14 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", bytecode.empty() ? kRunnerPath : kBootPath, kConfigPath};
     spec.env = RunEnvironment();
     spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
-    spec.files.push_back({runtime.code_path, req.code, 0444});
+    spec.files.push_back({runtime.code_path, code, 0444});
     spec.files.push_back({kConfigPath, model::RunnerConfigToJson(cfg), 0444});
     if (!bytecode.empty()) {
       spec.files.push_back({kBytecodePath, std::string(bytecode), 0444});
       spec.files.push_back({kBootPath, kBoot, 0444});
+    }
+    for (const exec::PythonModule& m : EmbeddedRunnerHelpers()) {
+      spec.files.push_back({"/sandbox/" + std::string(m.name) + ".py", std::string(m.source), 0444});
     }
   }
   spec.limits = ToSandboxLimits(limits);
@@ -445,7 +475,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   out.verdict = Verdict::kRun;
   if (held) {
     out.verdict = Verdict::kNeedsApproval;
-    out.code = req.code;
+    out.code = req.code;  // as sent: what the person is shown
     out.error = model::ApiError{model::ErrorKind::kForbidden,
                                 "profile " + p->name + " needs a person's approval for this code (approval policy " +
                                     std::string(profile::ApprovalPolicyName(approval.policy)) +
@@ -625,6 +655,28 @@ std::vector<std::string> RunEnvironment() {
           "MPLBACKEND=Agg",                    "MPLCONFIGDIR=/tmp/.matplotlib",
           "PYTHONIOENCODING=utf-8",            "OPENBLAS_NUM_THREADS=1",
           "OMP_NUM_THREADS=1",                 "MKL_NUM_THREADS=1"};
+}
+
+std::string ReservedEnvName(std::string_view name) {
+  for (const std::string& var : RunEnvironment()) {
+    if (std::string_view(var).substr(0, var.find('=')) == name) {
+      return "the sandbox sets this variable itself (" + std::string(var) + "); a request may not change it";
+    }
+  }
+  static constexpr std::string_view kPrefixes[] = {"LD_", "PYTHON", "LC_", "AIRLOCK_", "MALLOC_"};
+  for (std::string_view prefix : kPrefixes) {
+    if (name.substr(0, prefix.size()) == prefix) {
+      return "variables starting with " + std::string(prefix) +
+             " change how programs are loaded or run in the sandbox; a request may not set them";
+    }
+  }
+  static constexpr std::string_view kNames[] = {"GLIBC_TUNABLES", "GCONV_PATH", "NODE_OPTIONS", "BASH_ENV", "ENV"};
+  for (std::string_view reserved : kNames) {
+    if (name == reserved) {
+      return "this variable changes how programs are loaded or started in the sandbox; a request may not set it";
+    }
+  }
+  return "";
 }
 
 std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profiles) {

@@ -60,6 +60,11 @@ struct ServiceOptions {
 std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profiles);
 // The whole environment of a run (and of a zygote): a short fixed list.
 std::vector<std::string> RunEnvironment();
+// Why a request may not set environment variable `name` (ExecuteRequest::env),
+// or "" when it may: the variables of RunEnvironment() are the sandbox's own,
+// and LD_*, PYTHON*, LC_*, AIRLOCK_*, GLIBC_TUNABLES, GCONV_PATH, MALLOC_*,
+// NODE_OPTIONS, BASH_ENV and ENV change how a program is loaded or started.
+std::string ReservedEnvName(std::string_view name);
 // The limits a run got, as responses show them.
 model::EffectiveLimitsView ToView(const profile::EffectiveLimits& limits);
 
@@ -76,6 +81,9 @@ struct Plan {
   // read end, and the write end Start() closes once the run holds it.
   UniqueFd events_read;
   UniqueFd events_write;
+  // The code as it runs: a Python cell's common indentation removed
+  // (analyzer/cell.h), other languages' as sent. A session call sends this.
+  std::string code;
   // The warm path's request (runner config with the code inline); empty when
   // the profile has no warm pool. warm_config is what it was made from (a
   // session call sends it with its call number).

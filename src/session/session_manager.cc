@@ -329,9 +329,9 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
   options.on_output = hooks.on_output;
   if (hooks.on_started) hooks.on_started();
   // The lean frame: the runner has the rest from the session's first request.
-  pending->call_ = LiveCall::Start(std::move(live),
-                                   model::RunnerCallFrameToJson(req.code, pending->n_, req.stream_output),
-                                   pending->n_, std::move(options));
+  pending->call_ = LiveCall::Start(
+      std::move(live), model::RunnerCallFrameToJson(pending->plan_->code, pending->n_, req.stream_output, req.env),
+      pending->n_, std::move(options));
   return pending;
 }
 

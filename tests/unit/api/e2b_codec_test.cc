@@ -3,6 +3,9 @@
 // upload goes through (untrusted input: every malformed form is refused).
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "model/e2b.h"
@@ -21,9 +24,33 @@ TEST(E2bExecuteRequest, ParsesTheSdkBody) {
   EXPECT_FALSE(r.language);
   ASSERT_TRUE(ParseE2bExecuteRequest(R"j({"code":"1","language":"JS","env_vars":null})j", {}, &r, &e));
   EXPECT_EQ(r.language.value_or(""), "javascript");
-  EXPECT_EQ(r.env_vars, 0u);
-  ASSERT_TRUE(ParseE2bExecuteRequest(R"j({"code":"1","env_vars":{"A":"b"}})j", {}, &r, &e));
-  EXPECT_EQ(r.env_vars, 1u);
+  EXPECT_TRUE(r.env_vars.empty());
+  ASSERT_TRUE(ParseE2bExecuteRequest(R"j({"code":"1","env_vars":{"A":"b","_x1":""}})j", {}, &r, &e));
+  EXPECT_EQ(r.env_vars, (std::map<std::string, std::string>{{"A", "b"}, {"_x1", ""}}));
+}
+
+// runCode's envs: bounded as every request's env (model/json_util.h ParseEnv).
+TEST(E2bExecuteRequest, EnvVarsAreBounded) {
+  E2bExecuteRequest r;
+  ApiError e;
+  std::string many = R"({"code":"1","env_vars":{)";
+  for (size_t i = 0; i <= kMaxEnvVars; ++i) many += (i ? "," : "") + std::string("\"V") + std::to_string(i) + "\":\"x\"";
+  many += "}}";
+  const std::string long_value(kMaxEnvValueBytes + 1, 'v');
+  std::string big = R"({"code":"1","env_vars":{)";
+  for (int i = 0; i < 5; ++i) big += (i ? "," : "") + std::string("\"B") + std::to_string(i) + "\":\"" + std::string(kMaxEnvValueBytes, 'b') + "\"";
+  big += "}}";
+  for (const std::string& bad :
+       {std::string(R"({"code":"1","env_vars":[]})"), std::string(R"({"code":"1","env_vars":{"A":1}})"),
+        std::string(R"({"code":"1","env_vars":{"1A":"x"}})"), std::string(R"({"code":"1","env_vars":{"A=B":"x"}})"),
+        std::string(R"({"code":"1","env_vars":{"":"x"}})"), std::string(R"({"code":"1","env_vars":{"A B":"x"}})"),
+        std::string(R"({"code":"1","env_vars":{"A":"x\u0000y"}})"), std::string(R"({"code":"1","env_vars":{"é":"x"}})"),
+        R"({"code":"1","env_vars":{")" + std::string(kMaxEnvNameBytes + 1, 'N') + R"(":"x"}})",
+        R"({"code":"1","env_vars":{"L":")" + long_value + R"("}})", many, big}) {
+    EXPECT_FALSE(ParseE2bExecuteRequest(bad, {}, &r, &e)) << bad.substr(0, 80);
+    EXPECT_EQ(e.kind, ErrorKind::kUnprocessable) << bad.substr(0, 80);
+    EXPECT_EQ(e.field, "env_vars") << bad.substr(0, 80);
+  }
 }
 
 TEST(E2bExecuteRequest, RefusesWhatE2bRefusesAndMalformedBodies) {

@@ -90,7 +90,30 @@ TEST_F(McpServerTest, ListsToolsWithSchemas) {
   EXPECT_EQ(exec["name"], "execute_python");
   EXPECT_EQ(exec["inputSchema"]["required"], json::array({"code"}));
   EXPECT_EQ(exec["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 5.0);
+  EXPECT_EQ(exec["inputSchema"]["properties"]["env"]["type"], "object");
+  EXPECT_EQ(exec["inputSchema"]["properties"]["env"]["additionalProperties"]["type"], "string");
   EXPECT_EQ(exec["annotations"]["openWorldHint"], false);
+}
+
+// env: bounded by the codec (an argument error), its names by the service (a
+// name the sandbox reserves is refused before anything runs).
+TEST_F(McpServerTest, EnvArgumentsAreCheckedAsToolErrors) {
+  auto text = [](const json& result) { return result["content"][0]["text"].get<std::string>(); };
+  json r = Call("execute_python", {{"code", "1"}, {"env", {{"A", 1}}}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_NE(text(r).find("env: A: the value must be a string"), std::string::npos) << text(r);
+  r = Call("execute_python", {{"code", "1"}, {"env", "A=1"}});
+  EXPECT_EQ(r["isError"], true);
+  for (const char* name : {"PATH", "LD_PRELOAD", "PYTHONPATH", "HOME"}) {
+    r = Call("execute_python", {{"code", "1"}, {"env", {{name, "/tmp/x"}}}});
+    EXPECT_EQ(r["isError"], true) << name;
+    EXPECT_NE(text(r).find(std::string("env: ") + name + ": "), std::string::npos) << text(r);
+  }
+  r = Call("create_session", {{"env", {{"LD_LIBRARY_PATH", "/tmp"}}}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_NE(text(r).find("LD_"), std::string::npos) << text(r);
+  json tools = AskSessions(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})")["result"]["tools"];
+  EXPECT_TRUE(tools[1]["inputSchema"]["properties"].contains("env")) << tools[1]["name"];
 }
 
 TEST_F(McpServerTest, ListsTheSessionToolsWithHonestAnnotations) {

@@ -158,11 +158,13 @@ class DataFrameTest(unittest.TestCase):
                          {"f": [1.5, None], "t": ["2024-01-02T00:00:00", None], "7": [[1, 2], {"3": 4}]})
 
     def test_a_frame_too_large_for_the_budget_has_no_data(self):
-        r = run("import pandas as pd\ndf = pd.DataFrame({'a': range(20000)})\ndf\n", max_result_bytes=30000)
-        self.assertEqual(r.rc, 0, r)
-        self.assertNotIn("e2b/data", r.main)
-        self.assertIn("text/html", r.main)
-        self.assertEqual(len(r.of_type("truncated")), 1)
+        for caps in ({"max_result_bytes": 30000}, {"max_result_values": 10000}):
+            with self.subTest(**caps):
+                r = run("import pandas as pd\ndf = pd.DataFrame({'a': range(20000)})\ndf\n", **caps)
+                self.assertEqual(r.rc, 0, r)
+                self.assertNotIn("e2b/data", r.main)
+                self.assertIn("text/html", r.main)
+                self.assertEqual(len(r.of_type("truncated")), 1)
 
 
 @unittest.skipUnless(HAS_MATPLOTLIB and HAS_NUMPY, "matplotlib or numpy is not installed")
@@ -265,6 +267,22 @@ class ChartTest(unittest.TestCase):
         # The line fits its cap.
         self.assertLessEqual(len(self.r.raw_events.splitlines()[0]) + 1, 120000)
 
+
+    def test_points_past_the_value_budget_are_cut(self):
+        # The server keeps at most max_result_values JSON values of a run's results.
+        c = self.chart("plt.plot(np.arange(5000))", max_result_values=2000)
+        self.assertLessEqual(len(c["elements"][0]["points"]), 500)
+        self.assertTrue(c["truncated"])
+        self.assertLessEqual(count_values(self.r.results[0]["data"]), 2000)
+
+
+def count_values(data):
+    """JSON values below the top level of data, as the server counts them."""
+    if isinstance(data, dict):
+        return sum(1 + count_values(v) for v in data.values())
+    if isinstance(data, list):
+        return sum(1 + count_values(v) for v in data)
+    return 0
 
 
 class ShrinkTest(unittest.TestCase):

@@ -2,6 +2,7 @@
 // shapes, the runner channel parser.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "model/base64.h"
@@ -430,6 +431,35 @@ TEST(ProgramEnd, OnlyAnEndEventAsTheLastWholeLine) {
   EXPECT_FALSE(ParseProgramEnd("{\"type\":\"end\",\"exit_code\":0,\"pad\":\"" + std::string(300, 'x') + "\"}\n",
                                false)
                    .has_value());
+}
+
+TEST(ParseExecuteRequest, Env) {
+  ExecuteRequest r;
+  ApiError e;
+  ASSERT_TRUE(Parse(R"({"code": "x", "env": {"MODE": "test", "_N2": "", "UNICODE": "\u00fc"}})", &r, &e)) << e.message;
+  EXPECT_EQ(r.env, (std::map<std::string, std::string>{{"MODE", "test"}, {"_N2", ""}, {"UNICODE", "\xc3\xbc"}}));
+  ASSERT_TRUE(Parse(R"({"code": "x", "env": null})", &r, &e)) << e.message;
+  EXPECT_TRUE(r.env.empty());
+  for (const char* bad : {R"({"code": "x", "env": "A=1"})", R"({"code": "x", "env": {"A": null}})",
+                          R"({"code": "x", "env": {"A-B": "1"}})", R"({"code": "x", "env": {"9A": "1"}})",
+                          R"({"code": "x", "env": {"A": "\u0000"}})"}) {
+    EXPECT_FALSE(Parse(bad, &r, &e)) << bad;
+    EXPECT_EQ(e.kind, ErrorKind::kUnprocessable) << bad;
+    EXPECT_EQ(e.field, "env") << bad;
+  }
+}
+
+TEST(RunnerConfig, EnvValuesAndTheCallFrame) {
+  RunnerConfig c;
+  std::string j = RunnerConfigToJson(c);
+  EXPECT_EQ(j.find(R"("env")"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("max_result_values":65536)"), std::string::npos) << j;
+  c.env = {{"A", "1"}, {"B", "two words"}};
+  j = RunnerConfigToJson(c);
+  EXPECT_NE(j.find(R"("env":{"A":"1","B":"two words"})"), std::string::npos) << j;
+  EXPECT_EQ(RunnerCallFrameToJson("x", 3, true), R"({"call":3,"code":"x","frame":"call","line_buffered":true})");
+  EXPECT_EQ(RunnerCallFrameToJson("x", 3, false, {{"K", "v"}}),
+            R"({"call":3,"code":"x","env":{"K":"v"},"frame":"call","line_buffered":false})");
 }
 
 TEST(RunnerConfig, Json) {

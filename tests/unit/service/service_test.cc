@@ -10,6 +10,7 @@
 #include <iostream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/fs.h"
 #include "profile/loader.h"
@@ -82,9 +83,15 @@ TEST_F(ServiceTest, RunVerdictBuildsTheSpec) {
   EXPECT_EQ(plan.spec.limits.pids, 16);
   EXPECT_EQ(plan.spec.argv.back(), "/sandbox/config.json");
   // The runner, the code, the config; then, where the build compiled the
-  // runner, its bytecode and the script that loads it (the run's main script).
+  // runner, its bytecode and the script that loads it (the run's main script);
+  // then the runner's helper modules.
   const bool bytecode = !EmbeddedRunnerBytecode().empty();
-  ASSERT_EQ(plan.spec.files.size(), bytecode ? 5u : 3u);
+  const size_t helpers = EmbeddedRunnerHelpers().size();
+  ASSERT_EQ(helpers, 2u);
+  ASSERT_EQ(plan.spec.files.size(), (bytecode ? 5u : 3u) + helpers);
+  EXPECT_EQ(plan.spec.files[plan.spec.files.size() - 2].path, "/sandbox/airlock_charts.py");
+  EXPECT_EQ(plan.spec.files.back().path, "/sandbox/airlock_display.py");
+  EXPECT_NE(plan.spec.files.back().content.find("def display("), std::string::npos);
   EXPECT_NE(plan.spec.files[0].content.find("def "), std::string::npos);  // the embedded runner
   EXPECT_EQ(plan.spec.files[1].content, "import math\nprint(math.pi)");
   EXPECT_NE(plan.spec.files[2].content.find(R"("allowed_imports":["math"])"), std::string::npos);
@@ -121,14 +128,19 @@ TEST_F(ServiceTest, ColdRunsLoadTheRunnerFromItsBytecodeOrElseItsSource) {
     std::fclose(f);
   };
   std::string boot, runner, bytecode;
+  std::vector<std::pair<std::string, std::string>> helpers;  // file name, source
   for (const isolation::FileEntry& f : p.plan->spec.files) {
     if (f.path == "/sandbox/airlock_boot.py") boot = f.content;
     if (f.path == "/sandbox/airlock_runner.py") runner = f.content;
     if (f.path == "/sandbox/airlock_runner.bytecode") bytecode = f.content;
+    if (f.path == "/sandbox/airlock_display.py" || f.path == "/sandbox/airlock_charts.py") {
+      helpers.emplace_back(f.path.substr(9), f.content);
+    }
   }
   ASSERT_FALSE(boot.empty());
   ASSERT_FALSE(runner.empty());
   ASSERT_GT(bytecode.size(), 4u);
+  ASSERT_EQ(helpers.size(), 2u);
   // Exit code and stderr of the boot script given a config path that does not exist.
   auto run = [&]() {
     const std::string out = dir + "/stderr";
@@ -139,18 +151,21 @@ TEST_F(ServiceTest, ColdRunsLoadTheRunnerFromItsBytecodeOrElseItsSource) {
   };
   write("airlock_boot.py", boot);
 
-  // The bytecode is what runs: the source beside it does not even parse.
+  // The bytecode is what runs, the helpers' too: the sources beside it do not
+  // even parse.
   write("airlock_runner.bytecode", bytecode);
   write("airlock_runner.py", "this is not python (\n");
+  for (const auto& [name, source] : helpers) write(name, "this is not python either (\n");
   auto [rc1, err1] = run();
   EXPECT_NE(rc1, 0);
   EXPECT_NE(err1.find("cannot read config"), std::string::npos) << err1;
 
-  // Another python's magic: the source is compiled instead, and runs the same.
+  // Another python's magic: the sources are compiled instead, and run the same.
   std::string foreign = bytecode;
   foreign[0] = static_cast<char>(foreign[0] ^ 0x5a);
   write("airlock_runner.bytecode", foreign);
   write("airlock_runner.py", runner);
+  for (const auto& [name, source] : helpers) write(name, source);
   auto [rc2, err2] = run();
   EXPECT_EQ(rc2, rc1);
   EXPECT_NE(err2.find("cannot read config"), std::string::npos) << err2;
@@ -160,7 +175,8 @@ TEST_F(ServiceTest, ColdRunsLoadTheRunnerFromItsBytecodeOrElseItsSource) {
   auto [rc3, err3] = run();
   EXPECT_NE(err3.find("SyntaxError"), std::string::npos) << err3;
 
-  for (const char* name : {"airlock_boot.py", "airlock_runner.py", "airlock_runner.bytecode", "stderr"}) {
+  for (const char* name : {"airlock_boot.py", "airlock_runner.py", "airlock_runner.bytecode", "airlock_display.py",
+                           "airlock_charts.py", "stderr"}) {
     ::unlink((dir + "/" + name).c_str());
   }
   ::rmdir(dir.c_str());
@@ -247,6 +263,50 @@ TEST_F(ServiceTest, EnforceRejectsObserveWarns) {
   ASSERT_FALSE(p.plan->warnings.empty());
   EXPECT_EQ(p.plan->warnings[0].rule, "import-not-allowed");
   EXPECT_NE(p.plan->spec.files[2].content.find(R"("runtime_imports_mode":"observe")"), std::string::npos);
+}
+
+// A Python cell indented as a whole (a notebook's, E2B's) runs as Jupyter runs
+// it: the analyzer reads and the runner gets it without that indentation, and
+// findings point at the cell as it was sent.
+TEST_F(ServiceTest, IndentedCellsAreAnalyzedAndRunDedented) {
+  Prepared p = Prep("\n    import math\n    if math.pi:\n        math.e\n    ");
+  ASSERT_EQ(p.verdict, Verdict::kRun) << p.error.message;
+  EXPECT_EQ(p.plan->code, "\nimport math\nif math.pi:\n    math.e\n");
+  EXPECT_EQ(p.plan->spec.files[1].content, p.plan->code);
+  EXPECT_TRUE(p.plan->warnings.empty());
+  EXPECT_EQ(p.code_sha256.size(), 64u);  // of the code as sent (the audit's)
+
+  p = Prep("\n    import math\n    import os\n");
+  ASSERT_EQ(p.verdict, Verdict::kRejected);
+  ASSERT_EQ(p.violations[0].rule, "import-not-allowed");
+  EXPECT_EQ(p.violations[0].line, 3);
+  EXPECT_EQ(p.violations[0].col, 12);  // "os", counted in the line as sent
+}
+
+TEST_F(ServiceTest, EnvGoesToTheRunnerUnlessTheSandboxReservesTheName) {
+  model::ExecuteRequest r;
+  r.code = "print(1)";
+  r.env = {{"MODE", "test"}, {"ENVIRONMENT", "x"}, {"LDX", "ok"}};
+  Prepared p = svc_->Prepare(r, "req_env");
+  ASSERT_EQ(p.verdict, Verdict::kRun) << p.error.message;
+  EXPECT_NE(p.plan->spec.files[2].content.find(R"("env":{"ENVIRONMENT":"x","LDX":"ok","MODE":"test"})"),
+            std::string::npos)
+      << p.plan->spec.files[2].content;
+  // Never in the sandbox's own environment: the runner sets them for the code.
+  for (const std::string& e : p.plan->spec.env) EXPECT_EQ(e.find("MODE="), std::string::npos) << e;
+  for (const char* name : {"PATH", "HOME", "TMPDIR", "LANG", "MPLCONFIGDIR", "OMP_NUM_THREADS", "LD_PRELOAD",
+                           "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP", "LC_ALL", "LC_CTYPE", "AIRLOCK_TOKENS",
+                           "GLIBC_TUNABLES", "GCONV_PATH", "MALLOC_ARENA_MAX", "NODE_OPTIONS", "BASH_ENV", "ENV"}) {
+    r.env = {{"MODE", "x"}, {name, "/tmp/evil"}};
+    p = svc_->Prepare(r, "req_env");
+    EXPECT_EQ(p.verdict, Verdict::kInvalid) << name;
+    EXPECT_EQ(p.error.field, "env") << name;
+    EXPECT_EQ(p.error.message.rfind(std::string("env: ") + name + ": ", 0), 0u) << p.error.message;
+    EXPECT_FALSE(ReservedEnvName(name).empty()) << name;
+  }
+  for (const char* name : {"MODE", "PATHS", "HOMEDIR", "LANGUAGE_X", "ENVIRONMENT", "L", "NODE_ENV"}) {
+    EXPECT_EQ(ReservedEnvName(name), "") << name;
+  }
 }
 
 TEST(ChannelBuffer, CapsAndEof) {

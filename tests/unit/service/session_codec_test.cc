@@ -31,6 +31,12 @@ TEST(ParseSessionCreateRequest, Fields) {
   EXPECT_EQ(r.base.limits.memory.value_or(""), "128Mi");
   EXPECT_EQ(r.base.limits.pids.value_or(0), 8);
   EXPECT_TRUE(r.base.code.empty());
+  // The session's environment, for its whole life; a call's, for the call.
+  ASSERT_TRUE(ParseSessionCreateRequest(R"({"env":{"STAGE":"dev"}})", RequestCaps(), &r, &e)) << e.message;
+  EXPECT_EQ(r.base.env.at("STAGE"), "dev");
+  ExecuteRequest call;
+  ASSERT_TRUE(ParseSessionExecuteRequest(R"({"code":"1","env":{"RUN":"2"}})", RequestCaps(), &call, &e)) << e.message;
+  EXPECT_EQ(call.env.at("RUN"), "2");
 }
 
 TEST(ParseSessionCreateRequest, RefusalsNameTheField) {
@@ -44,6 +50,7 @@ TEST(ParseSessionCreateRequest, RefusalsNameTheField) {
       {R"({"limits":{"cpu_time":5}})", "limits.cpu_time"},
       {R"({"language":"ruby"})", "language"},
       {R"({"profile":""})", "profile"},
+      {R"({"env":{"A":1}})", "env"},
       {R"([1])", ""},
       {R"({"a":)", ""},
   };
