@@ -61,9 +61,10 @@ std::string E2bContextListToJson(const std::vector<E2bContext>& contexts);
 std::string E2bNumberOfExecutions(int64_t count);
 // What a finished call adds before end_of_execution: one "result" line per
 // display result, in order, E2B's fields at top level ({"type":"result",
-// "text"?,"png"?,...,"extra":{...},"is_main_result"}: a MIME type E2B has no
-// field for goes into "extra"), then "error" when the code raised (or the run
-// was killed: name "TimeoutError"/"MemoryError"/..., from the run report).
+// "text"?,"png"?,...,"chart"?,"data"?,"extra":{...},"is_main_result"}: a MIME
+// type E2B has no field for goes into "extra"; "text" loses the quotes of a
+// string's repr, as E2B's server does), then "error" when the code raised (or
+// the run was killed: name "TimeoutError"/"MemoryError"/..., from the run report).
 std::vector<StreamEvent> E2bFinalEvents(const ExecuteResponse& response);
 // {"type":"error","name","value","traceback"}
 std::string E2bErrorEvent(std::string_view name, std::string_view value, std::string_view traceback);

@@ -183,6 +183,14 @@ std::vector<StreamEvent> E2bFinalEvents(const ExecuteResponse& r) {
     json extra = json::object();
     for (auto& [mime, value] : data.items()) {
       const char* field = E2bField(mime);
+      if (mime == "text/plain" && value.is_string()) {
+        // E2B's server gives a string's repr without its quotes ('bar' is
+        // "bar"), which E2B's clients and tests rely on.
+        const std::string& text = value.get_ref<const std::string&>();
+        if (text.size() >= 2 && (text.front() == '\'' || text.front() == '"') && text.back() == text.front()) {
+          value = text.substr(1, text.size() - 2);
+        }
+      }
       if (*field != '\0') {
         line[field] = std::move(value);
       } else {

@@ -104,8 +104,9 @@ std::string McpToolsListResult(const McpToolsInfo& info);
 std::string ToolDefinitions(const std::string& format, const McpToolsInfo& info);
 
 // tools/call results. A run that started: stdout, stderr, the result, the
-// error with its traceback as text blocks, every figure as an image block,
-// structuredContent; isError when the program failed or was killed.
+// error with its traceback as text blocks, every figure or image as an image
+// block and every other display() result as a "display: <text/plain>" block,
+// in order; structuredContent; isError when the program failed or was killed.
 std::string McpToolCallResult(const ExecuteResponse& response);
 // The code was not run: the policy's violations (isError, each listed so the
 // model can fix its code).

@@ -511,14 +511,19 @@ std::string McpToolCallResult(const ExecuteResponse& r) {
   for (const DisplayResult& d : r.results) {
     json data = json::parse(d.data_json, nullptr, false);
     if (!data.is_object()) continue;
+    bool image = false;
     for (const char* mime : {"image/png", "image/jpeg"}) {
       auto it = data.find(mime);
       if (it != data.end() && it->is_string()) {
         content.push_back({{"type", "image"}, {"data", it->get<std::string>()}, {"mimeType", mime}});
         ++figures;
+        image = true;
         break;
       }
     }
+    // What display() showed that is no image, in order, as its text (the
+    // main result is the "result:" block above).
+    if (!image && !d.is_main_result && !d.text_plain.empty()) content.push_back(TextBlock("display: " + d.text_plain));
   }
   if (content.empty()) content.push_back(TextBlock("(no output)"));
   json structured = {{"stdout", run.stdout_text},

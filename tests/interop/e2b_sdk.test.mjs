@@ -139,6 +139,87 @@ test("a matplotlib chart arrives as result.png", async () => {
   assert.equal(png.isMainResult, false);
 });
 
+// Cells run as Jupyter runs them (issue 22): what the SDK's Result fields hold for each.
+test("a notebook-indented cell runs, its last expression is the main result", async () => {
+  const exec = await sbx.runCode("\n      total = 0\n      for i in range(4):\n          total += i\n\n      total * 7\n      ");
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  assert.equal(exec.text, "42");
+  const bad = await sbx.runCode("\n    a = 1\n    a / 0\n");
+  assert.equal(bad.error?.name, "ZeroDivisionError");
+  assert.match(bad.error.traceback, /line 3/);
+});
+
+test("display() and rich reprs arrive in order through onResult, the main result last", async () => {
+  const seen = [];
+  const exec = await k.runCode(
+    "class Note:\n    def __repr__(self): return 'Note'\n    def _repr_html_(self): return '<i>n</i>'\n" +
+    "    def _repr_markdown_(self): return '*n*'\n    def _repr_json_(self): return {'n': 1}\n" +
+    "display('first')\ndisplay(Note())\n'last'",
+    { onResult: (r) => seen.push(r) });
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  assert.deepEqual(seen.map((r) => [r.text, r.isMainResult]), [["first", false], ["Note", false], ["last", true]]);
+  assert.equal(seen[1].html, "<i>n</i>");
+  assert.equal(seen[1].markdown, "*n*");
+  assert.deepEqual(seen[1].json, { n: 1 });
+  assert.deepEqual(seen[1].extra, {});
+});
+
+test("a DataFrame's data, html and text", async () => {
+  const exec = await sbx.runCode("import pandas as pd\npd.DataFrame({'x': [1, 2], 'y': ['a', None]})");
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  const r = exec.results[0];
+  assert.deepEqual(r.data, { x: [1, 2], y: ["a", null] });
+  assert.match(r.html, /<table/);
+  assert.match(r.text, /x\s+y/);
+});
+
+test("PIL images: show(), the last expression and save() give PNGs", async () => {
+  const exec = await k.runCode(
+    "from PIL import Image\nimport os\nimg = Image.new('RGBA', (6, 3), (0, 128, 255, 255))\nimg.show()\n" +
+    "img.save('blue.png')\nprint(os.path.getsize('blue.png') > 0)\nimg");
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  assert.deepEqual(exec.logs.stdout, ["True\n"]);
+  assert.deepEqual(exec.results.map((r) => r.isMainResult), [false, false, true]);
+  for (const r of exec.results) {
+    const png = Buffer.from(r.png, "base64");
+    assert.equal(png.subarray(1, 4).toString(), "PNG");
+    assert.equal(png.readUInt32BE(16), 6);  // IHDR width
+  }
+});
+
+test("matplotlib figures carry E2B's chart: line, bar, pie, box, superchart", async () => {
+  const exec = await sbx.runCode(
+    "import matplotlib.pyplot as plt\n" +
+    "plt.plot([1, 2, 3], [2, 4, 8], label='growth')\nplt.xlabel('day [d]')\nplt.title('Up')\nplt.show()\n" +
+    "plt.bar(['x', 'y'], [5, 7])\nplt.show()\n" +
+    "plt.pie([1, 3], labels=['one', 'three'])\nplt.show()\n" +
+    "plt.boxplot([[1, 2, 3, 4, 5]], patch_artist=True)\nplt.show()\n" +
+    "fig, axs = plt.subplots(1, 2)\nfig.suptitle('Both')\naxs[0].plot([1, 2])\naxs[1].scatter([1], [1])\nplt.show()");
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  const charts = exec.results.map((r) => r.chart);
+  assert.deepEqual(charts.map((c) => c.type), ["line", "bar", "pie", "box_and_whisker", "superchart"]);
+  const [line, bar, pie, box, both] = charts;
+  assert.equal(line.title, "Up");
+  assert.equal(line.x_unit, "d");
+  assert.deepEqual(line.elements, [{ label: "growth", points: [[1, 2], [2, 4], [3, 8]] }]);
+  assert.deepEqual(bar.elements.map((e) => [e.label, e.value]), [["x", 5], ["y", 7]]);
+  assert.deepEqual(pie.elements.map((e) => [e.label, e.angle]), [["one", 90], ["three", 270]]);
+  assert.deepEqual([box.elements[0].min, box.elements[0].median, box.elements[0].max], [1, 3, 5]);
+  assert.equal(both.title, "Both");
+  assert.deepEqual(both.elements.map((c) => c.type), ["line", "scatter"]);
+  for (const r of exec.results) assert.deepEqual(r.extra, {});
+});
+
+test("envs hold for one runCode; the sandbox's own variables cannot be set", async () => {
+  const exec = await k.runCode("import os\nos.environ['GREETING'] + ' ' + os.environ['WHO']",
+    { envs: { GREETING: "hello", WHO: "e2b" } });
+  assert.equal(exec.error, undefined, JSON.stringify(exec.error));
+  assert.equal(exec.text, "hello e2b");
+  const next = await k.runCode("os.getenv('GREETING', 'unset')");
+  assert.equal(next.text, "unset");
+  await assert.rejects(k.runCode("1", { envs: { PATH: "/tmp" } }), /422|PATH/);
+});
+
 test("an exception is execution.error with name, value and traceback", async () => {
   const exec = await sbx.runCode("def f():\n    return 1 / 0\nf()");
   assert.ok(exec.error, "no error");
@@ -157,7 +238,7 @@ test("createCodeContext + runCode({context}) keeps its own state apart", async (
   assert.equal(ctx.cwd, "/home/user");
   await sbx.runCode("y = 'in the context'", { context: ctx });
   const inCtx = await sbx.runCode("y", { context: ctx });
-  assert.equal(inCtx.text, "'in the context'");
+  assert.equal(inCtx.text, "in the context");  // a string's repr without its quotes, as E2B gives it
   const outside = await sbx.runCode("y");
   assert.equal(outside.error?.name, "NameError");
   const listed = await sbx.listCodeContexts();
@@ -237,8 +318,11 @@ test("malformed and oversized requests get clear errors, and the server lives on
   assert.match((await r.json()).message, /Only one of context_id or language/);
   r = await post("/execute", JSON.stringify({ code: "1", language: "r" }));
   assert.equal(r.status, 400);
-  r = await post("/execute", JSON.stringify({ code: "1", env_vars: { A: "b" } }));
-  assert.equal(r.status, 400);
+  r = await post("/execute", JSON.stringify({ code: "1", env_vars: { LD_PRELOAD: "/tmp/x.so" } }));
+  assert.equal(r.status, 422, "the sandbox's own variables cannot be set");
+  assert.match((await r.json()).message, /LD_PRELOAD/);
+  r = await post("/execute", JSON.stringify({ code: "1", env_vars: { "A=B": "x" } }));
+  assert.equal(r.status, 422);
   assert.match((await r.json()).message, /env_vars/);
   r = await post("/execute", JSON.stringify({ code: "x".repeat(3 << 20) }));
   assert.equal(r.status, 413);
@@ -274,7 +358,7 @@ test("malformed and oversized requests get clear errors, and the server lives on
   r = await fetch("http://localhost:49999/health");
   assert.equal(await r.json(), "OK");
   const ok = await sbx.runCode("'still alive'");
-  assert.equal(ok.text, "'still alive'");
+  assert.equal(ok.text, "still alive");
 });
 
 test("the docs/agents.md snippet runs as written", async () => {
@@ -306,7 +390,7 @@ test("an SDK timeout disconnects; the call is interrupted and the context lives 
       await new Promise((r) => setTimeout(r, 200));
     }
   }
-  assert.equal(after?.text, "'yes'");
+  assert.equal(after?.text, "yes");
   assert.ok(Date.now() - t0 < 6000, `the next call ran ${Date.now() - t0} ms after the disconnect`);
 });
 

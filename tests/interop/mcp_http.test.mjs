@@ -176,6 +176,34 @@ test("a matplotlib figure comes back as image content", async () => {
   assert.equal(Buffer.from(images[0].data, "base64").subarray(1, 4).toString(), "PNG");
 });
 
+// Cells run as Jupyter runs them through MCP too: a notebook-indented cell, display() and a PIL
+// image in order, env vars for one call and for a session's life (issue 22).
+test("an indented cell with display(), an image and env vars, one-shot and in a session", async () => {
+  const code = "\n    import os\n    from PIL import Image\n    display(os.environ['STAGE'])\n" +
+    "    Image.new('RGB', (3, 2)).show()\n    display({'n': 1})\n    os.getenv('STAGE') + '!'\n    ";
+  let r = await call("execute_python", { code, profile: "general", env: { STAGE: "one-shot" } });
+  assert.equal(r.isError, false, text(r));
+  assert.equal(r.structuredContent.result, "'one-shot!'");
+  const kinds = r.content.map((c) => (c.type === "image" ? "image" : c.text.split(":")[0]));
+  assert.deepEqual(kinds.filter((k) => k !== "result"), ["display", "image", "display"], JSON.stringify(kinds));
+  assert.equal(r.content.find((c) => c.type === "text" && c.text.startsWith("display")).text, "display: 'one-shot'");
+  r = await call("execute_python", { code: "1", env: { LD_PRELOAD: "/tmp/x.so" } });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /LD_PRELOAD/);
+
+  const made = await call("create_session", { profile: "general", env: { STAGE: "session" } });
+  assert.equal(made.isError, false, text(made));
+  const sid = made.structuredContent.session_id;
+  try {
+    r = await call("execute_python", { session_id: sid, code: "import os\nos.environ['STAGE']", env: { STAGE: "call" } });
+    assert.equal(r.structuredContent.result, "'call'", text(r));
+    r = await call("execute_python", { session_id: sid, code: "os.environ['STAGE']" });
+    assert.equal(r.structuredContent.result, "'session'", "a call's env lasts for that call only");
+  } finally {
+    await call("close_session", { session_id: sid });
+  }
+});
+
 test("a rejected import is isError with the violation", async () => {
   const r = await call("execute_python", { code: "import subprocess\nsubprocess.run(['id'])" });
   assert.equal(r.isError, true);

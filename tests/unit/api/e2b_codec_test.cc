@@ -110,10 +110,35 @@ TEST(E2bLines, ResultsHaveE2bFieldsAtTopLevelAndErrorsTheirTriple) {
   EXPECT_EQ(json::parse(E2bEndOfExecution()), json({{"type", "end_of_execution"}}));
 }
 
-TEST(E2bLines, AKilledRunIsAnErrorLine) {
+// What E2B's server does to a result that E2B's clients rely on: a chart and a
+// DataFrame's data in their own fields, a string's repr without its quotes.
+TEST(E2bLines, ChartsDataAndStringsAsE2bGivesThem) {
   ExecuteResponse r;
-  r.run.kill_reason = "timeout";
-  r.run.kill_detail = "wall-clock timeout of 5 s";
+  r.results.push_back({false, R"j({"text/plain":"<Figure>","image/png":"iVBOR","e2b/chart":{"type":"line","elements":[]}})j", ""});
+  r.results.push_back({false, R"j({"text/plain":"\"double\"","e2b/data":{"a":[1,2]},"text/html":"<table>"})j", ""});
+  r.results.push_back({false, R"j({"text/plain":"'"})j", ""});
+  r.results.push_back({false, R"j({"text/plain":"'a\" b'"})j", ""});
+  r.results.push_back({true, R"j({"text/plain":"'bar'"})j", "'bar'"});
+  auto events = E2bFinalEvents(r);
+  ASSERT_EQ(events.size(), 5u);
+  json chart = json::parse(events[0].json);
+  EXPECT_EQ(chart["chart"], json({{"type", "line"}, {"elements", json::array()}}));
+  EXPECT_EQ(chart["extra"], json::object());
+  json data = json::parse(events[1].json);
+  EXPECT_EQ(data["data"], json({{"a", {1, 2}}}));
+  EXPECT_EQ(data["html"], "<table>");
+  EXPECT_EQ(data["text"], "double");
+  EXPECT_EQ(json::parse(events[2].json)["text"], "'");  // one quote is no pair
+  EXPECT_EQ(json::parse(events[3].json)["text"], "a\" b");
+  EXPECT_EQ(json::parse(events[4].json)["text"], "bar");
+}
+
+TEST(E2bLines, AKilledRunIsAnErrorLine) {
+  RunReport run;
+  run.kill_reason = "timeout";
+  run.kill_detail = "wall-clock timeout of 5 s";
+  ExecuteResponse r;
+  r.run = run;
   auto events = E2bFinalEvents(r);
   ASSERT_EQ(events.size(), 1u);
   json err = json::parse(events[0].json);
