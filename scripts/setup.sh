@@ -24,8 +24,9 @@ packages=(
   # the web console's browser test (tests/e2e/test_console.py): headless Chromium
   # driven by Selenium
   chromium chromium-driver python3-selenium
-  # what sandboxed programs use (the data-science and visualization profiles)
-  python3 python3-numpy python3-pandas python3-scipy python3-matplotlib
+  # what sandboxed programs use (the data-science and visualization profiles); PIL
+  # (matplotlib's own dependency) is named too: images are shown as PNG (docs/api.md, Cells)
+  python3 python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pil
 )
 missing=()
 for p in "${packages[@]}"; do
