@@ -286,29 +286,30 @@ def count_values(data):
 
 
 class ShrinkTest(unittest.TestCase):
+    @staticmethod
+    def shown(formats, last="", **caps):
+        """Runs display() of an object whose _repr_mimebundle_ gives {mime: 'c' * n}."""
+        bundle = ", ".join(f"{mime!r}: {{'v': 'c' * {n}}}" if mime.startswith("e2b/") else f"{mime!r}: 'c' * {n}"
+                           for mime, n in formats.items())
+        return run("class V:\n    def __repr__(self): return 'V'\n"
+                   "    def _repr_mimebundle_(self, include=None, exclude=None):\n"
+                   f"        return {{{bundle}}}\n"
+                   "display(V())\n" + last, **caps)
+
     def test_chart_and_data_go_first_then_the_largest(self):
-        r = run("class V:\n    def __repr__(self): return 'V'\n"
-                "    def _repr_mimebundle_(self, include=None, exclude=None):\n"
-                "        return {'e2b/chart': {'p': 'c' * 900}, 'e2b/data': {'d': 'd' * 300},\n"
-                "                'text/html': 'h' * 400, 'text/markdown': 'm' * 200}\n"
-                "display(V())\n'x' * 3000\n", max_result_bytes=2000)
+        formats = {"e2b/chart": 900, "e2b/data": 300, "text/html": 400, "text/markdown": 200}
+        r = self.shown(formats, last="'x' * 3000\n", max_result_bytes=2000)
         self.assertEqual(r.rc, 0, r)
         # The main result comes first in the budget: it is cut to fit, and the display, which
         # fits no more, is dropped.
         self.assertTrue(r.main["text/plain"].endswith("... [truncated by airlock]"))
         self.assertEqual([e["is_main_result"] for e in r.results], [True])
         self.assertEqual(r.of_type("truncated"), [{"type": "truncated", "what": "results", "dropped": 1}])
-        r = run("class V:\n    def __repr__(self): return 'V'\n"
-                "    def _repr_mimebundle_(self, include=None, exclude=None):\n"
-                "        return {'e2b/chart': {'p': 'c' * 900}, 'e2b/data': {'d': 'd' * 300},\n"
-                "                'text/html': 'h' * 400, 'text/markdown': 'm' * 200}\n"
-                "display(V())\n", max_result_bytes=1000)
+        r = self.shown(formats, max_result_bytes=1000)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(sorted(r.results[0]["data"]), ["text/html", "text/markdown", "text/plain"])
-        r = run("class V:\n    def __repr__(self): return 'V'\n"
-                "    def _repr_mimebundle_(self, include=None, exclude=None):\n"
-                "        return {'e2b/chart': {'p': 'c' * 900}, 'text/html': 'h' * 400, 'text/markdown': 'm' * 200}\n"
-                "display(V())\n", max_result_bytes=500)
+        del formats["e2b/data"]
+        r = self.shown(formats, max_result_bytes=500)
         self.assertEqual(sorted(r.results[0]["data"]), ["text/markdown", "text/plain"])
         self.assertEqual(len(r.of_type("truncated")), 1)
 
