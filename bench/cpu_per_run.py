@@ -69,18 +69,16 @@ run = None
 if shape.startswith("runner"):
     # As the zygote loads the runner (src/exec/zygote_main.cc, kBootstrap).
     import types
-    for name in ("airlock_charts", "airlock_display"):  # its helpers, beside it
-        helper = types.ModuleType(name)
-        helper.__file__ = "/sandbox/" + name + ".py"
+    helpers = {}  # its helper modules' sources, beside it, as the zygote has them embedded
+    for name in ("airlock_charts", "airlock_display"):
         with open(os.path.join(os.path.dirname(sys.argv[6]), name + ".py"), "rb") as f:
-            exec(compile(f.read(), helper.__file__, "exec"), helper.__dict__)
-        sys.modules[name] = helper
+            helpers[name] = f.read()
     runner = types.ModuleType("airlock_runner")
     runner.__file__ = "/sandbox/airlock_runner.py"
     with open(sys.argv[6], "rb") as f:
         exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
     runner.complete_site()
-    runner.zygote_preimport(mods)
+    runner.zygote_preimport(mods, helpers)
     request, devnull = sys.argv[7].encode(), os.open("/dev/null", os.O_WRONLY)
 
     def run():

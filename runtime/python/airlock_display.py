@@ -79,6 +79,10 @@ def display(*objs, include=None, exclude=None, metadata=None, transient=None, di
 def bundle_of(value, room):
     """(the mime bundle of value, whether something was left out to stay within room bytes)."""
     bundle = {"text/plain": repr(value)}
+    if type(value).__module__ == "builtins":
+        # int, str, list, dict, ...: no rich repr. Most results; and every check below touches
+        # (and so copies, in a warm run) objects of modules the run inherited.
+        return bundle, False
     if is_figure(value):
         return figure_bundle(value, room, bundle["text/plain"])
     if _is_pil_image(value):
@@ -287,6 +291,10 @@ def _safe_str(value):
 # PIL hooks
 
 
+# The PIL modules hooked already (the zygote hooks what it preimported: a run then has nothing to do).
+hooked = set()
+
+
 class _ImageViewer:
     """A PIL.ImageShow viewer placed first: image.show() becomes a display result."""
 
@@ -299,6 +307,7 @@ def install_pil_hooks(module):
     """Called when PIL.Image or PIL.ImageShow is imported (once per module; the zygote does it
     for what it preimported). Idempotent."""
     name = getattr(module, "__name__", "")
+    hooked.add(name)
     if name == "PIL.ImageShow":
         viewers = getattr(module, "_viewers", None)
         if isinstance(viewers, list) and not any(isinstance(v, _ImageViewer) for v in viewers):

@@ -34,24 +34,20 @@
 namespace airlock::exec {
 namespace {
 
-// Loads the runner's helpers and the runner as modules under the file names
-// the cold path shows (their frames are recognised by them and kept out of
-// user tracebacks), imports the profile's modules, and freezes what exists so
-// that the garbage collector of a run does not write to (and so copy) every
-// object it inherited.
+// Loads the runner as a module under the file name the cold path shows (its
+// frames, and its helpers', are recognised by it and kept out of user
+// tracebacks), imports the profile's modules and then the runner's helpers
+// (zygote_preimport: in that order, for the pages a run writes), and freezes
+// what exists so that the garbage collector of a run does not write to (and so
+// copy) every object it inherited.
 constexpr const char* kBootstrap = R"(
 import gc, sys, types
-for _name, _text in _helpers:
-    _module = types.ModuleType(_name)
-    _module.__file__ = "/sandbox/" + _name + ".py"
-    exec(compile(_text, _module.__file__, "exec"), _module.__dict__)
-    sys.modules[_name] = _module
-del _helpers, _name, _text, _module
 _runner = types.ModuleType("airlock_runner")
 _runner.__file__ = "/sandbox/airlock_runner.py"
 exec(compile(_source, "/sandbox/airlock_runner.py", "exec"), _runner.__dict__)
 _runner.complete_site()
-_failed = _runner.zygote_preimport(_preimport)
+_failed = _runner.zygote_preimport(_preimport, dict(_helpers))
+del _helpers
 _warm_main = _runner.warm_main
 _rehearse = _runner.warm_rehearse
 del _source

@@ -25,8 +25,8 @@ struct PythonModule {
 };
 
 // Returns the process's exit code. runner_source: runtime/python/airlock_runner.py;
-// helpers: the modules it imports from beside it, registered in sys.modules
-// (as /sandbox/<name>.py) before it loads, in this order.
+// helpers: the modules it loads from beside it (given to its zygote_preimport,
+// which loads them as /sandbox/<name>.py after the profile's modules).
 int ZygoteMain(int argc, char** argv, std::string_view runner_source, std::span<const PythonModule> helpers);
 
 }  // namespace airlock::exec
