@@ -42,10 +42,13 @@ bool RemoveCellIndent(std::string_view code, std::string* out, CellIndent* inden
   if (prefix.empty()) return false;
   std::string result;
   result.reserve(code.size());
+  indent->stripped.clear();
   for (size_t pos = 0; pos < code.size();) {
     auto [end, next] = LineEnd(code, pos);
     std::string_view line = code.substr(pos, next - pos);  // with its terminator
-    if (line.substr(0, prefix.size()) == prefix) line.remove_prefix(prefix.size());
+    const bool strip = line.substr(0, prefix.size()) == prefix;
+    if (strip) line.remove_prefix(prefix.size());
+    indent->stripped.push_back(strip);
     result.append(line);
     pos = next;
   }
@@ -54,12 +57,9 @@ bool RemoveCellIndent(std::string_view code, std::string* out, CellIndent* inden
   return true;
 }
 
-int CellIndent::OriginalColumn(std::string_view original, int line, int col) const {
-  if (prefix.empty() || line <= 0) return col;
-  size_t pos = 0;
-  for (int l = 1; l < line && pos < original.size(); ++l) pos = LineEnd(original, pos).second;
-  if (pos >= original.size()) return col;
-  return original.substr(pos, prefix.size()) == prefix ? col + static_cast<int>(prefix.size()) : col;
+int CellIndent::OriginalColumn(int line, int col) const {
+  if (line <= 0 || static_cast<size_t>(line) > stripped.size() || !stripped[static_cast<size_t>(line) - 1]) return col;
+  return col + static_cast<int>(prefix.size());
 }
 
 }  // namespace airlock::analyzer

@@ -5,10 +5,12 @@
 //   analyzer::CellIndent indent;
 //   std::string dedented;
 //   const std::string& code = analyzer::RemoveCellIndent(text, &dedented, &indent) ? dedented : text;
+//   finding.col = indent.OriginalColumn(finding.line, finding.col);
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace airlock::analyzer {
 
@@ -16,9 +18,10 @@ namespace airlock::analyzer {
 // of the lines that began with it.
 struct CellIndent {
   std::string prefix;
+  std::vector<bool> stripped;  // per line (index line - 1): whether it lost the prefix
   // The 1-based column in the cell as sent of a position (line, col) in the
   // dedented cell (whose lines are the same lines: none is added or removed).
-  int OriginalColumn(std::string_view original, int line, int col) const;
+  int OriginalColumn(int line, int col) const;
 };
 
 // IPython's leading-indent transform (a cell indented as a whole, as notebooks

@@ -361,7 +361,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   } else if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
     analyzer::Result r = an->second.Analyze(code);
     for (analyzer::Finding& f : r.findings) {
-      f.col = indent.OriginalColumn(req.code, f.line, f.col);  // where the client sees it
+      f.col = indent.OriginalColumn(f.line, f.col);  // where the client sees it
       profile::ScanStage stage = StageOf(f);
       bool listed = std::find(p->scan_stages.pre.begin(), p->scan_stages.pre.end(), stage) != p->scan_stages.pre.end();
       // Syntax-level findings belong to ast_scan; without it, Python reports them at run time.

@@ -46,11 +46,12 @@ TEST(RemoveCellIndent, ColumnsMapBackToTheCellAsSent) {
   const std::string sent = "\n    import os\n  # odd\n";
   EXPECT_EQ(Dedent(sent, &indent), "\nimport os\n  # odd\n");
   EXPECT_EQ(indent.prefix, "    ");
-  EXPECT_EQ(indent.OriginalColumn(sent, 2, 1), 5);   // stripped line
-  EXPECT_EQ(indent.OriginalColumn(sent, 3, 3), 3);   // kept line
-  EXPECT_EQ(indent.OriginalColumn(sent, 1, 1), 1);   // blank line
-  EXPECT_EQ(indent.OriginalColumn(sent, 99, 1), 1);  // past the end
-  EXPECT_EQ(CellIndent().OriginalColumn(sent, 2, 1), 1);
+  EXPECT_EQ(indent.OriginalColumn(2, 1), 5);   // stripped line
+  EXPECT_EQ(indent.OriginalColumn(3, 3), 3);   // kept line
+  EXPECT_EQ(indent.OriginalColumn(1, 1), 1);   // blank line
+  EXPECT_EQ(indent.OriginalColumn(99, 1), 1);  // past the end
+  EXPECT_EQ(indent.OriginalColumn(0, 1), 1);
+  EXPECT_EQ(CellIndent().OriginalColumn(2, 1), 1);
 }
 
 }  // namespace
