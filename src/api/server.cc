@@ -1068,8 +1068,8 @@ void Session::Handle() {
   }
   if (path_ == "/v1/profiles") {
     std::vector<model::ProfileView> views;
-    for (const profile::Profile& p : s_.svc.profiles().profiles()) views.push_back(s_.svc.View(p));
-    return SendJson(200, model::ProfileListToJson(views, s_.svc.profiles().default_name()));
+    for (const profile::Profile& p : s_.svc.profiles().profiles()) views.push_back(s_.svc.View(p, profile::Door::kApi));
+    return SendJson(200, model::ProfileListToJson(views, s_.svc.profiles().DefaultFor(profile::Door::kApi).name));
   }
   // /v1/profiles/{name}
   std::string name = path_.substr(std::string("/v1/profiles/").size());
@@ -1080,7 +1080,7 @@ void Session::Handle() {
                                              ""},
                                             req_.id));
   }
-  return SendJson(200, model::ProfileToJson(s_.svc.View(*p), s_.layers));
+  return SendJson(200, model::ProfileToJson(s_.svc.View(*p, profile::Door::kApi), s_.layers));
 }
 
 void Session::HandleExecute() {
@@ -1098,6 +1098,8 @@ void Session::HandleExecute() {
   req_.audit.code_bytes = static_cast<int64_t>(request.code.size());
   request.stream_output = req_.stream != model::StreamFormat::kNone;
   req_.wait_s = request.wait_s;
+  // Each door's default profile: /execute the fips sidecar's, /v1 one where agent code runs.
+  if (!request.profile && !req_.compat) request.profile = s_.svc.profiles().DefaultFor(profile::Door::kApi).name;
 
   if (request.code.size() <= kInlinePrepareBytes) {
     return OnPrepared(s_.svc.Prepare(request, req_.id));

@@ -37,7 +37,12 @@ int CheckCommand(const CheckFlags& flags);
 struct ServeFlags {
   std::string listen = "127.0.0.1:8000";
   std::string profiles_dir;     // "": profile::DefaultProfilesDir()
-  std::string default_profile;  // "": "minimal" when present
+  std::string default_profile;  // every door's default profile; "": each door's own (below)
+  // One door's default profile ("": --default-profile, else the door's own:
+  // minimal for /execute, general for the rest when loaded; ProfileSet).
+  std::string execute_profile;  // POST /execute, GET /profile
+  std::string api_profile;      // /v1/execute, /v1/sessions, the console
+  std::string mcp_profile;      // /mcp
   std::string tokens_file;      // plus AIRLOCK_TOKENS from the environment
   bool insecure = false;
   std::vector<std::string> allowed_hosts;    // Host names besides loopback and the listen address
@@ -69,7 +74,7 @@ struct ServeFlags {
   // The E2B-compatible listener (docs/api.md, "E2B-compatible endpoint").
   bool e2b = false;                    // listen on e2b_listen's ports
   std::string e2b_listen;              // HOST[:CODE_PORT[,ENVD_PORT]]; implies e2b
-  std::string e2b_profile;             // "": the default profile
+  std::string e2b_profile;             // the E2B door's default profile (as execute_profile)
 };
 
 int ServeCommand(const ServeFlags& flags);

@@ -54,7 +54,16 @@ int main(int argc, char** argv) {
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve the HTTP API (docs/api.md)");
   serve_cmd->add_option("--listen", serve.listen, "Address and port (port 0: any free port)")->capture_default_str();
   serve_cmd->add_option("--profiles", serve.profiles_dir, "Directory of profile YAML files");
-  serve_cmd->add_option("--default-profile", serve.default_profile, "Profile of requests that name none");
+  serve_cmd->add_option("--default-profile", serve.default_profile,
+                        "Profile of requests that name none, at every door (default: minimal for /execute, "
+                        "general for /v1, /mcp and the E2B listener)");
+  serve_cmd->add_option("--execute-profile", serve.execute_profile,
+                        "Profile of POST /execute requests that name none (default: --default-profile, else minimal)");
+  serve_cmd->add_option("--api-profile", serve.api_profile,
+                        "Profile of /v1/execute requests and /v1/sessions that name none (default: "
+                        "--default-profile, else general)");
+  serve_cmd->add_option("--mcp-profile", serve.mcp_profile,
+                        "Profile of /mcp calls that name none (default: --default-profile, else general)");
   serve_cmd->add_option("--tokens-file", serve.tokens_file, "File of bearer tokens, one 'name:token' a line");
   serve_cmd->add_flag("--insecure", serve.insecure, "Allow a non-loopback address without tokens");
   serve_cmd->add_option("--allowed-host", serve.allowed_hosts,
@@ -121,12 +130,12 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--e2b-listen", serve.e2b_listen,
                         "The E2B listener's address, HOST or HOST:CODE_PORT,ENVD_PORT (implies --e2b; default "
                         "localhost:49999,49983)");
-  serve_cmd->add_option("--e2b-profile", serve.e2b_profile, "Profile of E2B contexts (default: --default-profile)");
+  serve_cmd->add_option("--e2b-profile", serve.e2b_profile, "Profile of E2B contexts (default: --default-profile, else general)");
 
   airlock::cli::McpFlags mcp;
   CLI::App* mcp_cmd = app.add_subcommand("mcp", "Serve MCP over stdio (for an agent host; docs/agents.md)");
   mcp_cmd->add_option("--profiles", mcp.profiles_dir, "Directory of profile YAML files");
-  mcp_cmd->add_option("--default-profile", mcp.default_profile, "Profile of calls that name none");
+  mcp_cmd->add_option("--default-profile", mcp.default_profile, "Profile of calls that name none (default: general)");
   mcp_cmd->add_option("--allow-degraded", mcp.allow_degraded, "Layers that may be missing: cgroup, landlock")
       ->delimiter(',');
   mcp_cmd->add_option("--uid-range", mcp.uid_range, kUidRangeHelp);

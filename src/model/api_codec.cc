@@ -99,8 +99,10 @@ std::string PythonFloat(double v) {
 }
 
 json ViolationObject(const Violation& v) {
-  return {{"rule", v.rule},         {"message", v.message}, {"line", v.line},
-          {"col", v.col},           {"severity", v.severity}, {"stage", v.stage}};
+  json j = {{"rule", v.rule},         {"message", v.message}, {"line", v.line},
+            {"col", v.col},           {"severity", v.severity}, {"stage", v.stage}};
+  if (v.allowed_in) j["allowed_in"] = *v.allowed_in;
+  return j;
 }
 
 json ErrorObject(const std::optional<ErrorInfo>& e) {

@@ -140,6 +140,9 @@ struct Violation {
   std::string severity;  // "error", "warning", "info"
   std::string stage;     // profile scan stage: "ast_scan", "blocklist_audit", "audit_patterns"
   std::string compat;    // the fips one-line form: "Line 1: import of 'os' is not allowed ..."
+  // A finding that refused the code: the server's profiles where it would
+  // not (empty: none), also named at the end of `message` and `compat`.
+  std::optional<std::vector<std::string>> allowed_in;
 };
 
 struct ErrorInfo {

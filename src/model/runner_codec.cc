@@ -11,8 +11,11 @@ namespace airlock::model {
 using internal::Dump;
 using nlohmann::json;
 
-std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered) {
-  return Dump({{"frame", "call"}, {"code", code}, {"call", call}, {"line_buffered", line_buffered}});
+std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool stream,
+                                  const std::optional<std::string>& syntax_check) {
+  json j = {{"frame", "call"}, {"code", code}, {"call", call}, {"stream", stream}};
+  if (syntax_check) j["syntax_check"] = *syntax_check;
+  return Dump(j);
 }
 
 namespace {
@@ -45,7 +48,8 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
       {"max_result_bytes", c.max_result_bytes},
       {"max_results", c.max_results},
   };
-  if (c.line_buffered) j["line_buffered"] = true;
+  if (c.stream) j["stream"] = true;
+  if (c.syntax_check) j["syntax_check"] = *c.syntax_check;
   if (!c.files.empty()) {
     json files = json::array();
     for (const InputFile& f : c.files) files.push_back({{"path", f.path}, {"content", Base64Encode(f.content)}});

@@ -15,6 +15,7 @@
 #include "profile/units.h"
 #include "service/embedded_runner.h"
 #include "service/language_runtime.h"
+#include "service/policy_check.h"
 #include "service/sha256.h"
 
 namespace airlock::service {
@@ -73,27 +74,6 @@ analyzer::Policy PolicyFor(const profile::Profile& p, size_t max_code_bytes) {
   policy.audit_patterns = has(profile::ScanStage::kAuditPatterns);
   policy.max_code_bytes = std::max(max_code_bytes, policy.max_code_bytes);
   return policy;
-}
-
-// The profile stage a finding belongs to; nullopt when the analyzer names a
-// stage the profile model does not know (treated as ast_scan).
-profile::ScanStage StageOf(const analyzer::Finding& f) {
-  std::string_view stage = analyzer::RuleStage(f.rule);
-  if (stage == "blocklist_audit") return profile::ScanStage::kBlocklistAudit;
-  if (stage == "audit" || stage == "audit_patterns") return profile::ScanStage::kAuditPatterns;
-  return profile::ScanStage::kAstScan;
-}
-
-model::Violation ToViolation(const analyzer::Finding& f, profile::ScanStage stage) {
-  model::Violation v;
-  v.rule = f.rule;
-  v.message = f.message;
-  v.line = f.line;
-  v.col = f.col;
-  v.severity = std::string(analyzer::SeverityName(f.severity));
-  v.stage = std::string(profile::ScanStageName(stage));
-  v.compat = analyzer::FormatViolation(f);
-  return v;
 }
 
 model::ResourcesView ToResourcesView(const profile::Resources& r) {
@@ -260,9 +240,15 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   if (!req.language.empty()) {
     std::optional<profile::Language> asked = profile::LanguageFromName(req.language);
     if (!asked || !p->AllowsLanguage(*asked)) {
+      std::string others;
+      for (const profile::Profile& q : options_.profiles.profiles()) {
+        if (asked && q.AllowsLanguage(*asked)) others += (others.empty() ? "" : ", ") + q.name;
+      }
       out.error = Invalid("language", "language: '" + req.language.substr(0, 64) + "' is not allowed by profile " +
-                                          p->name + " (it allows: " + LanguageList(p->languages) +
-                                          "); pick one of those or a profile that allows it");
+                                          p->name + " (it allows: " + LanguageList(p->languages) + "); " +
+                                          (!asked ? std::string("the languages are python, javascript and bash")
+                                           : others.empty() ? "no profile of this server allows it"
+                                                            : "profiles that allow it: " + others));
       return out;
     }
     language = *asked;
@@ -323,7 +309,8 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   }
 
   // 5. Static analysis under the profile's modes.
-  std::vector<model::Violation> rejecting, warnings;
+  PolicyFindings findings;
+  std::optional<model::Violation> syntax_error;
   auto an = analyzers_.find(p->name);
   if (!python) {
     // The analyzer reads Python only: say so rather than let silence pass for a clean check.
@@ -334,32 +321,24 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     v.severity = "info";
     v.stage = "ast_scan";
     v.compat = v.rule + ": " + v.message;
-    warnings.push_back(std::move(v));
-  } else if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
-    analyzer::Result r = an->second.Analyze(req.code);
-    for (const analyzer::Finding& f : r.findings) {
-      profile::ScanStage stage = StageOf(f);
-      bool listed = std::find(p->scan_stages.pre.begin(), p->scan_stages.pre.end(), stage) != p->scan_stages.pre.end();
-      // Syntax-level findings belong to ast_scan; without it, Python reports them at run time.
-      if (!listed) continue;
-      profile::AuditMode mode = p->ModeOf(stage);
-      if (mode == profile::AuditMode::kOff) continue;
-      model::Violation v = ToViolation(f, stage);
-      if (f.severity == analyzer::Severity::kError && mode == profile::AuditMode::kEnforce) {
-        rejecting.push_back(std::move(v));
-      } else {
-        warnings.push_back(std::move(v));
-      }
-    }
+    findings.warnings.push_back(std::move(v));
+  } else if (an != analyzers_.end()) {
+    findings = CheckPolicy(an->second, *p, req.code);
+    // A syntax error: Python's own report of it, as a run's error, whatever
+    // the profile (the code is compiled in the sandbox and never run).
+    syntax_error = TakeSyntaxError(&findings);
   }
+  std::vector<model::Violation>& rejecting = findings.rejecting;
+  std::vector<model::Violation>& warnings = findings.warnings;
   // Approval: rejecting findings of rules the profile lists hold the request
-  // for a person instead; any other rejecting finding still rejects it.
+  // for a person instead; any other rejecting finding still rejects it. Code
+  // that only has its syntax checked runs nothing: never held.
   const profile::Approval& approval = p->approval;
-  bool held = approval.policy == profile::ApprovalPolicy::kAlways;
+  bool held = approval.policy == profile::ApprovalPolicy::kAlways && !syntax_error;
   bool all_held = !rejecting.empty();
   for (const model::Violation& v : rejecting) all_held = all_held && approval.Holds(v.rule);
   if (all_held) held = true;
-  if (approval.policy == profile::ApprovalPolicy::kOnFindings) {
+  if (approval.policy == profile::ApprovalPolicy::kOnFindings && !syntax_error) {
     for (const model::Violation& v : warnings) held = held || approval.Holds(v.rule);
     // Code the analyzer cannot read cannot be shown free of the listed
     // findings: a person decides (fail closed).
@@ -368,6 +347,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   if (!rejecting.empty() && !all_held) {
     out.verdict = Verdict::kRejected;
     out.error = model::ApiError{model::ErrorKind::kPolicy, "Code validation failed", ""};
+    NameAllowingProfiles(analyzers_, options_.profiles, p->name, req.code, &rejecting);
     out.violations = std::move(rejecting);
     return out;
   }
@@ -399,7 +379,8 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   // imports are allowed by the runner's hook anyway, so nothing changes for
   // user code.
   cfg.capture_figures = p->matplotlib;
-  cfg.line_buffered = req.stream_output;
+  cfg.stream = req.stream_output;
+  if (syntax_error) cfg.syntax_check = syntax_error->message;
   cfg.result_fd = 3;
   cfg.max_result_bytes = options_.max_result_bytes;
   cfg.files = req.files;
@@ -408,13 +389,16 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   plan->max_out_files = cfg.max_out_files;
   plan->max_out_bytes = cfg.max_out_bytes;
 
-  // Only Python has a warm path (a zygote is a warm CPython).
-  if (python && options_.pool != nullptr && options_.pool->Serves(p->name)) {
+  // Only Python has a warm path (a zygote is a warm CPython). The config with
+  // the code inline is also what a session's run is made from, warm or cold.
+  if (python) {
     model::RunnerConfig warm = cfg;
     warm.code = req.code;
     warm.code_path.clear();
     warm.preimport = p->preimport;  // imported in the zygote already: a no-op
-    if (!req.session_call) plan->warm_request = model::RunnerConfigToJson(warm);
+    if (!req.session_call && options_.pool != nullptr && options_.pool->Serves(p->name)) {
+      plan->warm_request = model::RunnerConfigToJson(warm);
+    }
     plan->warm_config = std::move(warm);
   }
 
@@ -426,7 +410,9 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     // The runner loaded from its build-time bytecode where there is some
     // (kBoot): compiling its source is a quarter of a cold run's CPU.
     const std::string_view bytecode = EmbeddedRunnerBytecode();
-    spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", bytecode.empty() ? kRunnerPath : kBootPath, kConfigPath};
+    // -X utf8: UTF-8 mode, as the zygote's interpreter has it (warm and cold runs alike).
+    spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", "-X", "utf8",
+                 bytecode.empty() ? kRunnerPath : kBootPath, kConfigPath};
     spec.env = RunEnvironment();
     spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
     spec.files.push_back({runtime.code_path, req.code, 0444});
@@ -480,6 +466,7 @@ StatusOr<std::unique_ptr<exec::Execution>> Service::Start(Plan& plan) const {
   // The channel is made here, right before the launch, not when the request
   // was prepared: every run launched while a write end exists in this process
   // inherits a copy of it, which would hold the channel open past the run.
+  std::lock_guard<std::mutex> lock(launch_mu_);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe2 (result channel)");
   plan.events_read.reset(fds[0]);
@@ -619,11 +606,13 @@ std::vector<model::PoolView> Service::Pools() const {
 
 std::vector<std::string> RunEnvironment() {
   // The BLAS/OpenMP thread counts keep a zygote single-threaded (a fork copies
-  // only the calling thread) and a run within its CPU share.
+  // only the calling thread) and a run within its CPU share. The locale and
+  // PYTHONUTF8 make text UTF-8 in every process of a run, whatever its
+  // language (a python3 the program starts, bash, node).
   return {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp",        "TMPDIR=/tmp",
           "LANG=C.UTF-8",                      "LC_ALL=C.UTF-8",   "USER=sandbox",
           "MPLBACKEND=Agg",                    "MPLCONFIGDIR=/tmp/.matplotlib",
-          "PYTHONIOENCODING=utf-8",            "OPENBLAS_NUM_THREADS=1",
+          "PYTHONIOENCODING=utf-8",            "PYTHONUTF8=1",     "OPENBLAS_NUM_THREADS=1",
           "OMP_NUM_THREADS=1",                 "MKL_NUM_THREADS=1"};
 }
 
@@ -643,7 +632,7 @@ std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profi
   return out;
 }
 
-model::ProfileView Service::View(const profile::Profile& p) const {
+model::ProfileView Service::View(const profile::Profile& p, profile::Door door) const {
   model::ProfileView v;
   v.name = p.name;
   v.description = p.description;
@@ -666,7 +655,7 @@ model::ProfileView Service::View(const profile::Profile& p) const {
   }
   v.network = std::string(profile::NetworkName(p.network));
   v.matplotlib = p.matplotlib;
-  v.is_default = p.name == options_.profiles.default_name();
+  v.is_default = p.name == options_.profiles.DefaultFor(door).name;
   v.approval_policy = std::string(profile::ApprovalPolicyName(p.approval.policy));
   v.approval_rules = p.approval.rules;
   v.approval_expires_s = p.approval.expires_s;

@@ -113,7 +113,9 @@ class SessionManager {
   SessionManager(const service::Service& service, SessionOptions options);
   ~SessionManager();  // CloseAll()
 
-  Created Create(const std::string& owner, const std::string& route_key, const model::SessionCreateRequest& request);
+  // A request that names no profile gets `door`'s default (profile::ProfileSet::DefaultFor).
+  Created Create(const std::string& owner, const std::string& route_key, const model::SessionCreateRequest& request,
+                 profile::Door door = profile::Door::kApi);
   CallReply Execute(const std::string& id, const std::string& owner, const model::ExecuteRequest& request,
                     const std::string& request_id, const CallHooks& hooks);
   // Execute() in two halves around a loop-fed call (see the header comment):

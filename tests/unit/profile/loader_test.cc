@@ -570,6 +570,31 @@ TEST(ProfileSetTest, DefaultIsMinimalAndSettable) {
   EXPECT_EQ(set->Default().name, "z");
 }
 
+// /execute keeps the fips sidecar's default (minimal); the agent doors get
+// general where it is loaded; --default-profile sets every door, a door's
+// own flag that door alone.
+TEST(ProfileSetTest, EachDoorHasItsDefault) {
+  StatusOr<ProfileSet> set = ParseSet(
+      {{"z.yaml", "name: z\n"}, {"minimal.yaml", "name: minimal\n"}, {"general.yaml", "name: general\nimports: any\n"}});
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->DefaultFor(Door::kExecute).name, "minimal");
+  EXPECT_EQ(set->Default().name, "minimal");
+  for (Door d : {Door::kApi, Door::kMcp, Door::kE2b}) EXPECT_EQ(set->DefaultFor(d).name, "general") << DoorName(d);
+  ASSERT_TRUE(set->SetDefaultFor(Door::kMcp, "z").ok());
+  EXPECT_EQ(set->DefaultFor(Door::kMcp).name, "z");
+  EXPECT_EQ(set->DefaultFor(Door::kApi).name, "general");
+  ASSERT_TRUE(set->SetDefault("z").ok());
+  for (Door d : kDoors) EXPECT_EQ(set->DefaultFor(d).name, "z") << DoorName(d);
+  ASSERT_TRUE(set->SetDefaultFor(Door::kExecute, "minimal").ok());
+  EXPECT_EQ(set->Default().name, "minimal");
+  EXPECT_EQ(set->DefaultFor(Door::kE2b).name, "z");
+  EXPECT_EQ(set->SetDefaultFor(Door::kApi, "nope").code(), ErrorCode::kNotFound);
+  // Without a general profile every door has /execute's default.
+  StatusOr<ProfileSet> plain = ParseSet({{"z.yaml", "name: z\n"}, {"minimal.yaml", "name: minimal\n"}});
+  ASSERT_TRUE(plain.ok());
+  for (Door d : kDoors) EXPECT_EQ(plain->DefaultFor(d).name, "minimal") << DoorName(d);
+}
+
 // --- the file system ------------------------------------------------------
 
 class LoadProfilesTest : public testing::Test {
