@@ -757,7 +757,7 @@ class Session : public std::enable_shared_from_this<Session> {
       req_.route = path_;
       if (!req_.compat) req_.stream = model::NegotiateStreamFormat(ToString(h[http::field::accept]));
     } else if (path_ == "/healthz" || path_ == "/readyz" || path_ == "/profile" || path_ == "/v1/profiles" ||
-               path_ == "/metrics") {
+               path_ == "/metrics" || path_ == "/v1/rules") {
       req_.route = path_;
     } else if (path_.rfind("/v1/profiles/", 0) == 0) {
       req_.route = "/v1/profiles/{name}";
@@ -1069,8 +1069,10 @@ void Session::Handle() {
   if (path_ == "/v1/profiles") {
     std::vector<model::ProfileView> views;
     for (const profile::Profile& p : s_.svc.profiles().profiles()) views.push_back(s_.svc.View(p, profile::Door::kApi));
-    return SendJson(200, model::ProfileListToJson(views, s_.svc.profiles().DefaultFor(profile::Door::kApi).name));
+    return SendJson(200, model::ProfileListToJson(views, s_.svc.profiles().DefaultFor(profile::Door::kApi).name,
+                                                  s_.svc.DoorDefaults()));
   }
+  if (path_ == "/v1/rules") return SendJson(200, model::RulesToJson(service::Service::Rules()));
   // /v1/profiles/{name}
   std::string name = path_.substr(std::string("/v1/profiles/").size());
   const profile::Profile* p = s_.svc.profiles().Find(name);

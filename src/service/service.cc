@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "analyzer/analyzer.h"
+#include "analyzer/rule_catalog.h"
 #include "base/log.h"
 #include "model/base64.h"
 #include "model/runner_protocol.h"
@@ -189,6 +190,17 @@ model::RunReport ToRunReport(const exec::RunResult& r) {
 StatusOr<std::unique_ptr<Service>> Service::Create(ServiceOptions options) {
   if (options.host == nullptr) return InvalidArgument("Service::Create: no HostSetup given");
   if (options.profiles.empty()) return InvalidArgument("Service::Create: no profiles loaded");
+  // A misspelt rule id would make the approval policy hold nothing, silently.
+  for (const profile::Profile& p : options.profiles.profiles()) {
+    for (const std::string& rule : p.approval.rules) {
+      if (analyzer::FindRule(rule) != nullptr || rule == "no_static_check") continue;
+      std::string known;
+      for (const analyzer::RuleInfo& r : analyzer::RuleCatalog()) known += (known.empty() ? "" : ", ") + std::string(r.id);
+      return InvalidArgument("profile '" + p.name + "' (" + p.source + "): approval.rules: '" + rule +
+                             "' is not a rule of the analyzer (the rules: " + known +
+                             ", no_static_check; docs/api.md \"Analyzer rules\")");
+    }
+  }
   // Returned files travel on the channel as base64 (4/3) with their paths
   // (at most ~24 KiB each once escaped): room for the largest profile's.
   size_t need = 0;
@@ -600,6 +612,23 @@ std::vector<model::PoolView> Service::Pools() const {
     v.failures = s.failures;
     v.recycles = s.recycles;
     out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<model::RuleView> Service::Rules() {
+  std::vector<model::RuleView> out;
+  for (const analyzer::RuleInfo& r : analyzer::RuleCatalog()) {
+    out.push_back({std::string(r.id), std::string(r.family), std::string(r.stage), std::string(r.severity),
+                   std::string(r.catches)});
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> Service::DoorDefaults() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (profile::Door d : profile::kDoors) {
+    out.emplace_back(std::string(profile::DoorName(d)), options_.profiles.DefaultFor(d).name);
   }
   return out;
 }

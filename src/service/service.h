@@ -187,6 +187,10 @@ class Service {
   model::ProfileView View(const profile::Profile& profile, profile::Door door = profile::Door::kExecute) const;
   // The warm pools (empty without one).
   std::vector<model::PoolView> Pools() const;
+  // Every rule the analyzer reports (GET /v1/rules).
+  static std::vector<model::RuleView> Rules();
+  // Each door's default profile, by DoorName ("execute": "minimal", ...).
+  std::vector<std::pair<std::string, std::string>> DoorDefaults() const;
   // The warm pool (null without one): sessions take their runs from it.
   exec::WarmPool* pool() const { return options_.pool; }
   size_t max_event_bytes() const { return options_.max_event_bytes; }

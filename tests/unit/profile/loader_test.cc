@@ -669,20 +669,42 @@ TEST(ApprovalProfileTest, DefaultsToNever) {
 
 TEST(ApprovalProfileTest, ParsesAndInherits) {
   Profile p = Parse(
-      "name: t\napproval:\n  policy: on_findings\n  rules: [dunder, import-not-allowed, dunder]\n"
+      "name: t\napproval:\n  policy: on_findings\n  rules: [dunder, blocked-call, dunder]\n"
       "  expires: 90\n  self_approve: true\n");
   EXPECT_EQ(p.approval.policy, ApprovalPolicy::kOnFindings);
-  EXPECT_EQ(p.approval.rules, (std::vector<std::string>{"dunder", "import-not-allowed"}));
+  EXPECT_EQ(p.approval.rules, (std::vector<std::string>{"blocked-call", "dunder"}));
   EXPECT_DOUBLE_EQ(p.approval.expires_s, 90);
   EXPECT_TRUE(p.approval.self_approve);
   EXPECT_TRUE(p.approval.Holds("dunder"));
-  EXPECT_FALSE(p.approval.Holds("blocked-call"));
+  EXPECT_FALSE(p.approval.Holds("import-not-allowed"));
   StatusOr<ProfileSet> set = ParseSet(
       {{"base.yaml", kRoot}, {"gated.yaml", "extends: base\napproval:\n  policy: always\n"},
        {"child.yaml", "extends: gated\n"}});
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_EQ(set->Find("child")->approval.policy, ApprovalPolicy::kAlways);
   EXPECT_EQ(set->Find("base")->approval.policy, ApprovalPolicy::kNever);
+}
+
+// Holding "import-not-allowed" for a person while the runtime import hook
+// refuses the same imports would have people approve code that then fails:
+// refused at load, saying why; allowed where the hook only observes, or where
+// there is no allowlist.
+TEST(ApprovalProfileTest, HoldingImportsTheHookRefusesIsAnError) {
+  EXPECT_EQ(Error("name: t\nimports:\n  allowed: [math]\napproval:\n  policy: on_findings\n"
+                  "  rules: [import-not-allowed]\n"),
+            "profiles/t.yaml:6: approval.rules: 'import-not-allowed' holds code for a person's approval, but this "
+            "profile's runtime import hook (audit.mode.runtime_imports: enforce) refuses those same imports when the "
+            "code runs, so approved code would fail at its first such import; remove the rule, add the modules to "
+            "the profile's imports, or set audit.mode.runtime_imports: observe (the approval is then the check)");
+  Profile observed = Parse("name: t\nimports:\n  allowed: [math]\naudit:\n  mode:\n    runtime_imports: observe\n"
+                           "approval:\n  policy: on_findings\n  rules: [import-not-allowed]\n");
+  EXPECT_TRUE(observed.approval.Holds("import-not-allowed"));
+  Profile any = Parse("name: t\nimports: any\napproval:\n  policy: on_findings\n  rules: [import-not-allowed]\n");
+  EXPECT_TRUE(any.approval.Holds("import-not-allowed"));
+  // Inherited: the child that holds what its parent's hook refuses is the one refused.
+  EXPECT_THAT(SetError({{"p/base.yaml", "imports:\n  allowed: [math]\n"},
+                        {"p/held.yaml", "extends: base\napproval:\n  policy: always\n  rules: [import-not-allowed]\n"}}),
+              HasSubstr("p/held.yaml:4: approval.rules: 'import-not-allowed' holds code"));
 }
 
 TEST(ApprovalProfileTest, BadValuesAreErrors) {

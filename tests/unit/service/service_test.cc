@@ -307,6 +307,29 @@ TEST_F(ServiceTest, SyntaxErrorsRunAsASyntaxCheck) {
   EXPECT_EQ((*gated)->Prepare(r, "req").verdict, Verdict::kNeedsApproval);
 }
 
+// A misspelt approval rule would hold nothing: the server refuses to start and lists the rules.
+TEST(ServiceCreateTest, ApprovalRulesMustBeRulesOfTheAnalyzer) {
+  isolation::HostSetup host;
+  for (const char* rule : {"blocked_call", "blocked-call"}) {
+    auto set = profile::ParseProfiles({{"held.yaml", std::string("name: held\napproval:\n  policy: on_findings\n"
+                                                                 "  rules: [") + rule + "]\n"}});
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    ServiceOptions o;
+    o.profiles = std::move(*set);
+    o.host = &host;
+    auto s = Service::Create(std::move(o));
+    if (std::string(rule) == "blocked-call") {
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("profile 'held' (held.yaml): approval.rules: 'blocked_call' is not a rule of "
+                                        "the analyzer (the rules: syntax, encoding,"),
+              std::string::npos)
+        << s.status().message();
+  }
+}
+
 TEST(ChannelBuffer, CapsAndEof) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
