@@ -36,8 +36,8 @@ on the control socket (warm: the fd warm_main was given; cold, when the server h
 the result fd, a socket then, carries the calls in and the events out): b"C" + an 8-byte little-endian
 length + a config JSON like the first (code inline, "call": n) runs one cell, whose events end with
 {"type":"end",...,"call":n} (stdout and stderr flushed before it). A call may instead be the lean
-frame {"frame": "call", "code": str, "call": n, "stream": bool, "syntax_check": str} (the last
-two optional): everything else is the
+frame {"frame": "call", "code": str, "call": n, "stream": bool, "syntax_check": str, "files": [...]}
+(the last three optional): everything else is the
 first request's (the profile's policy does not change over a session's life), which spares
 parsing and checking the whole config each call. The server interrupts a cell
 with SIGINT to this process (KeyboardInterrupt in the cell; ignored between cells and in the
@@ -1616,7 +1616,7 @@ class _Session:
         config.stream = stream
         config.syntax_check = syntax_check
         config.session = False
-        config.files = []
+        config.files = _input_files(raw.get("files"))
         return config
 
     def interruptible(self, fn, *args):

@@ -11,14 +11,13 @@ namespace airlock::model {
 using internal::Dump;
 using nlohmann::json;
 
-std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool stream,
-                                  const std::optional<std::string>& syntax_check) {
-  json j = {{"frame", "call"}, {"code", code}, {"call", call}, {"stream", stream}};
-  if (syntax_check) j["syntax_check"] = *syntax_check;
-  return Dump(j);
-}
-
 namespace {
+
+json FilesJson(const std::vector<InputFile>& files) {
+  json out = json::array();
+  for (const InputFile& f : files) out.push_back({{"path", f.path}, {"content", Base64Encode(f.content)}});
+  return out;
+}
 
 // At most this many display results are kept from the channel (the runner
 // caps them itself; this guards against a forged flood).
@@ -50,11 +49,7 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
   };
   if (c.stream) j["stream"] = true;
   if (c.syntax_check) j["syntax_check"] = *c.syntax_check;
-  if (!c.files.empty()) {
-    json files = json::array();
-    for (const InputFile& f : c.files) files.push_back({{"path", f.path}, {"content", Base64Encode(f.content)}});
-    j["files"] = std::move(files);
-  }
+  if (!c.files.empty()) j["files"] = FilesJson(c.files);
   if (c.max_out_files > 0) {
     j["max_out_files"] = c.max_out_files;
     j["max_out_bytes"] = c.max_out_bytes;
@@ -66,6 +61,13 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
   if (!c.program.empty()) j["program"] = c.program;
   if (c.session) j["session"] = true;
   if (c.call > 0) j["call"] = c.call;
+  return Dump(j);
+}
+
+std::string RunnerCallFrameToJson(const RunnerConfig& c, int64_t call) {
+  json j = {{"frame", "call"}, {"code", c.code.value_or("")}, {"call", call}, {"stream", c.stream}};
+  if (c.syntax_check) j["syntax_check"] = *c.syntax_check;
+  if (!c.files.empty()) j["files"] = FilesJson(c.files);
   return Dump(j);
 }
 

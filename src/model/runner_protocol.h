@@ -65,10 +65,10 @@ struct RunnerConfig {
 
 std::string RunnerConfigToJson(const RunnerConfig& config);
 // A session call's lean frame: {"frame":"call","code","call","stream"
-// [,"syntax_check"]}; the runner takes everything else from the session's
-// first request (the profile's policy cannot change over a session's life).
-std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool stream,
-                                  const std::optional<std::string>& syntax_check = std::nullopt);
+// [,"syntax_check"][,"files"]} from `config`'s code, stream, syntax_check and
+// files; the runner takes everything else from the session's first request
+// (the profile's policy cannot change over a session's life).
+std::string RunnerCallFrameToJson(const RunnerConfig& config, int64_t call);
 
 struct RunnerEvents {
   std::optional<DisplayResult> main_result;

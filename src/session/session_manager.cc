@@ -338,8 +338,7 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
   if (hooks.on_started) hooks.on_started();
   // The lean frame: the runner has the rest from the session's first request.
   pending->call_ = LiveCall::Start(std::move(live),
-                                   model::RunnerCallFrameToJson(req.code, pending->n_, req.stream_output,
-                                                                pending->plan_->warm_config.syntax_check),
+                                   model::RunnerCallFrameToJson(pending->plan_->warm_config, pending->n_),
                                    pending->n_, std::move(options));
   return pending;
 }

@@ -450,6 +450,28 @@ class TestSessionFiles(SessionTestCase):
         self.assertEqual(body["exit_code"], 0, body)
         return body
 
+    def test_a_put_says_when_the_file_was_modified_as_the_listing_does(self):
+        sid = self.new()
+        status, body = self.put(sid, "notes/a.txt", b"hello")
+        self.assertEqual(status, 201, body)
+        self.assertRegex(body["modified"] or "", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", body)
+        status, listing = self.c.get(f"/v1/sessions/{sid}/files?path=notes")
+        self.assertEqual(status, 200, listing)
+        self.assertEqual([f["modified"] for f in listing["files"] if f["path"] == "notes/a.txt"], [body["modified"]])
+
+    def test_a_call_takes_files_as_v1_execute_does(self):
+        # Written into /tmp before the cell, and a file the cell writes comes back.
+        sid = self.new()
+        status, _, data = server.post_json(f"/v1/sessions/{sid}/execute",
+                                           {"code": "t = open('in/a.txt').read()\nopen('out.txt', 'w').write(t.upper())\nt",
+                                            "files": [{"path": "in/a.txt", "content": "caf\u00e9"}]})
+        body = json.loads(data)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["result"], "'caf\u00e9'", body)
+        self.assertEqual([f["path"] for f in body["files"]], ["out.txt"])
+        status, _, data = self.get_file(sid, "in/a.txt")
+        self.assertEqual((status, data), (200, "caf\u00e9".encode()))
+
     def test_pandas_csv_round_trip(self):
         sid = self.new("data-science")
         rows = "".join(f"{r},{i},{i * 1.5}\n" for i, r in enumerate(["north", "south", "east", "west"] * 25))
