@@ -22,6 +22,16 @@ struct RunFlags {
   bool json = false;
   std::vector<std::string> allow_degraded;  // "cgroup", "landlock"
   std::string uid_range;  // "START:COUNT"; "": the default range
+  // Through a profile (the service's path, as /v1/execute runs code) when any
+  // of these is given: the profile's analyzer, runner, languages and limits.
+  std::string profile;                // --profile ("": the /v1 door's default, general)
+  std::string language;               // --language ("": the profile's first)
+  std::vector<std::string> inputs;    // --input LOCAL[=NAME]: files put in the working directory
+  std::string profiles_dir;           // --profiles ("": profile::DefaultProfilesDir())
+  // The limit flags given on the command line (their long names): through a
+  // profile, only those become the request's limits (clamped to its ceilings).
+  std::vector<std::string> given;
+  bool ThroughProfile() const { return !profile.empty() || !language.empty() || !inputs.empty(); }
 };
 
 int RunCommand(const RunFlags& flags);

@@ -42,6 +42,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--allow-degraded", run.allow_degraded,
                       "Layers this host may lack: cgroup, landlock (default: none, fail closed)")
       ->delimiter(',');
+  run_cmd->add_option("--profile", run.profile,
+                      "Run through this profile, as POST /v1/execute does: its analyzer, runner, languages and "
+                      "limits (the limit flags given ask for less; default with --language or --input: general)");
+  run_cmd->add_option("--language", run.language, "python, javascript or bash (through a profile that allows it)");
+  run_cmd->add_option("--input", run.inputs,
+                      "LOCAL[=NAME]: a file put in the run's working directory (as NAME, default its base name); "
+                      "repeatable; runs through a profile");
+  run_cmd->add_option("--profiles", run.profiles_dir, "Directory of profile YAML files (with --profile)");
 
   airlock::cli::CheckFlags check;
   CLI::App* check_cmd = app.add_subcommand("check", "Probe which isolation layers this host supports");
@@ -145,7 +153,16 @@ int main(int argc, char** argv) {
                       "Seconds to wait for every profile's warm pool before answering (first calls warm)")
       ->capture_default_str()->check(CLI::Range(0.0, 600.0));
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    // airlock run's own failures are 125, never an exit code its program could have.
+    return rc != 0 && run_cmd->parsed() ? 125 : rc;
+  }
+  for (const char* name : {"timeout", "cpu-time", "memory", "pids", "disk", "output", "cpus"}) {
+    if (run_cmd->count(std::string("--") + name) > 0) run.given.emplace_back(name);
+  }
   if (mcp_cmd->parsed()) return airlock::cli::McpCommand(mcp);
   if (serve_cmd->parsed()) return airlock::cli::ServeCommand(serve);
   if (run_cmd->parsed()) return airlock::cli::RunCommand(run);

@@ -551,6 +551,7 @@ StatusOr<model::ExecuteResponse> Service::Supervise(Plan& plan, std::unique_ptr<
                                                     const Disposer& dispose) const {
   ChannelBuffer channel(options_.max_event_bytes);
   bool channel_open = true;
+  int cancel_fd = plan.options.cancel_fd;  // airlock run's Ctrl-C
   while (!ex->Exited()) {
     // A warm run's program said it ended and closed its streams: answer now,
     // as the server's event loop does (RunDriver::CheckExit), and leave the
@@ -565,16 +566,20 @@ StatusOr<model::ExecuteResponse> Service::Supervise(Plan& plan, std::unique_ptr<
       }
     }
     int wait_ms = ex->OnTick();
-    struct pollfd fds[4];
+    struct pollfd fds[5];
     nfds_t n = 0;
-    for (int fd : {ex->stdout_fd(), ex->stderr_fd(), ex->pidfd(), channel_open ? plan.events_read.get() : -1}) {
+    for (int fd :
+         {ex->stdout_fd(), ex->stderr_fd(), ex->pidfd(), channel_open ? plan.events_read.get() : -1, cancel_fd}) {
       if (fd >= 0) fds[n++] = {fd, POLLIN, 0};
     }
     int r = ::poll(fds, n, wait_ms);
     if (r < 0 && errno != EINTR) return ErrnoError("poll");
     for (nfds_t i = 0; i < n && r > 0; ++i) {
       if (!fds[i].revents) continue;
-      if (fds[i].fd == plan.events_read.get()) {
+      if (fds[i].fd == cancel_fd) {
+        ex->Cancel(exec::KillReason::kCancelled, "the run was interrupted");
+        cancel_fd = -1;  // once
+      } else if (fds[i].fd == plan.events_read.get()) {
         channel_open = channel.ReadFrom(fds[i].fd);
         if (channel.overflowed()) ex->Cancel(exec::KillReason::kChannel, channel.overflow_detail());
       } else {

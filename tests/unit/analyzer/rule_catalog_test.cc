@@ -79,7 +79,7 @@ TEST(RuleCatalogTest, IsExactlyTheRulesTheAnalyzerReports) {
 }
 
 TEST(RuleCatalogTest, DocsListEveryRule) {
-  std::ifstream f(AIRLOCK_SOURCE_DIR "/docs/api.md");
+  std::ifstream f(AIRLOCK_SOURCE_DIR_DEFAULT "/docs/api.md");
   ASSERT_TRUE(f) << "cannot read docs/api.md";
   std::stringstream text;
   text << f.rdbuf();
