@@ -12,7 +12,8 @@ constexpr RuleInfo kRules[] = {
      "brackets nested deeper than 200 or indentation deeper than 100 levels, Python's limits (reported as a "
      "syntax error)"},
     {"size", "always", "ast_scan", "error", "code larger than the analyzer reads; it is not analyzed"},
-    {"too-many-findings", "always", "ast_scan", "error", "more findings than the analyzer returns (200); the rest are dropped"},
+    {"too-many-findings", "always", "ast_scan", "error",
+     "more findings than the analyzer returns (200); the rest are dropped"},
     {"relative-import", "always", "ast_scan", "error",
      "a relative import (from . import x): a single script has no package to import from"},
     {"import-not-allowed", "always", "ast_scan", "error",
@@ -24,7 +25,8 @@ constexpr RuleInfo kRules[] = {
      "a call of a blocked builtin (eval, exec, compile, open, __import__, getattr, setattr, delattr, input, "
      "globals, locals, vars, breakpoint) or of an os call that reaches outside the program (os.system, "
      "os.popen, os.kill, os.fork, os.exec*, os.spawn*, os.getpid, ...)"},
-    {"blocked-name", "python_guardrails", "ast_scan", "error", "a blocked builtin named without being called (f = eval)"},
+    {"blocked-name", "python_guardrails", "ast_scan", "error",
+     "a blocked builtin named without being called (f = eval)"},
     {"blocked-attribute", "python_guardrails", "ast_scan", "error",
      "an attribute that is a dangerous function (x.system, x.popen, x.open, x.get_data, ...; from os import popen)"},
     {"blocked-module", "python_guardrails", "ast_scan", "error",

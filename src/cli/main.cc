@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--e2b-listen", serve.e2b_listen,
                         "The E2B listener's address, HOST or HOST:CODE_PORT,ENVD_PORT (implies --e2b; default "
                         "localhost:49999,49983)");
-  serve_cmd->add_option("--e2b-profile", serve.e2b_profile, "Profile of E2B contexts (default: --default-profile, else general)");
+  serve_cmd->add_option("--e2b-profile", serve.e2b_profile,
+                        "Profile of E2B contexts (default: --default-profile, else general)");
 
   airlock::cli::McpFlags mcp;
   CLI::App* mcp_cmd = app.add_subcommand("mcp", "Serve MCP over stdio (for an agent host; docs/agents.md)");

@@ -353,7 +353,8 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source) {
   pre.utf8_mode = 1;
   pre.configure_locale = 1;
   if (PyStatus pst = Py_PreInitialize(&pre); PyStatus_Exception(pst)) {
-    SendText(zygote::kFailed, std::string("embedded Python did not pre-initialize: ") + (pst.err_msg ? pst.err_msg : "?"));
+    SendText(zygote::kFailed,
+             std::string("embedded Python did not pre-initialize: ") + (pst.err_msg ? pst.err_msg : "?"));
     return 1;
   }
   PyConfig config;

@@ -33,7 +33,9 @@ StatusOr<exec::SessionHandOff> Service::StartColdSession(const Plan& plan) const
 
   std::lock_guard<std::mutex> lock(launch_mu_);  // see Start()
   int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoError("socketpair (a session's channel)");
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    return ErrnoError("socketpair (a session's channel)");
+  }
   UniqueFd ours(sv[0]), theirs(sv[1]);
   if (::fcntl(ours.get(), F_SETFL, O_NONBLOCK) != 0) return ErrnoError("fcntl(O_NONBLOCK) on a session's channel");
   UniqueFd control(::fcntl(ours.get(), F_DUPFD_CLOEXEC, 3));

@@ -195,7 +195,9 @@ StatusOr<std::unique_ptr<Service>> Service::Create(ServiceOptions options) {
     for (const std::string& rule : p.approval.rules) {
       if (analyzer::FindRule(rule) != nullptr || rule == "no_static_check") continue;
       std::string known;
-      for (const analyzer::RuleInfo& r : analyzer::RuleCatalog()) known += (known.empty() ? "" : ", ") + std::string(r.id);
+      for (const analyzer::RuleInfo& r : analyzer::RuleCatalog()) {
+        known += (known.empty() ? "" : ", ") + std::string(r.id);
+      }
       return InvalidArgument("profile '" + p.name + "' (" + p.source + "): approval.rules: '" + rule +
                              "' is not a rule of the analyzer (the rules: " + known +
                              ", no_static_check; docs/api.md \"Analyzer rules\")");

@@ -436,6 +436,8 @@ class AirlockServer:
         """Runs `code` as the second call of a new session made with `fields` (profile,
         limits); returns (status, body) of that call, in the /execute shape when `compat`."""
         create = {k: v for k, v in fields.items() if k in ("profile", "limits", "language")}
+        if compat:
+            create.setdefault("profile", "minimal")  # /execute's default, which a session does not have
         deadline = time.monotonic() + scaled(60)
         while True:
             status, _, data = self.post_json("/v1/sessions", create)

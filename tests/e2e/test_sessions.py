@@ -508,7 +508,9 @@ class TestSessionFiles(SessionTestCase):
 
     def test_a_figure_saved_in_the_session_downloads_as_png(self):
         sid = self.new("visualization")
-        self.run_ok(sid, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.savefig('fig.png')")
+        # The profile's longest timeout: a cold session (cold mode) imports matplotlib and builds
+        # its font cache in this first call, at half a core, where a warm one has them from its zygote.
+        self.run_ok(sid, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.savefig('fig.png')", timeout=30)
         status, hdrs, data = self.get_file(sid, "fig.png")
         self.assertEqual(status, 200)
         self.assertEqual(hdrs["content-type"], "image/png")
