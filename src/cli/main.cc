@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   serve_cmd->add_option("--uid-range", serve.uid_range, kUidRangeHelp);
   serve_cmd->add_option("--pool-size", serve.pool_size,
-                        "Warm runs kept ready per profile (a zygote per profile forks them); 0: every run cold")
+                        "Warm runs kept ready per profile (a zygote per profile forks them); 0: every run cold, and "
+                        "every session a cold run of its own (same layers, slower to start)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
   serve_cmd->add_option("--pool-recycle", serve.pool_recycle, "Runs after which a zygote is replaced (0: never)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
@@ -148,7 +149,8 @@ int main(int argc, char** argv) {
   mcp_cmd->add_option("--allow-degraded", mcp.allow_degraded, "Layers that may be missing: cgroup, landlock")
       ->delimiter(',');
   mcp_cmd->add_option("--uid-range", mcp.uid_range, kUidRangeHelp);
-  mcp_cmd->add_option("--pool-size", mcp.pool_size, "Warm runs kept ready per profile; 0: every run cold")
+  mcp_cmd->add_option("--pool-size", mcp.pool_size,
+                      "Warm runs kept ready per profile; 0: every run and session cold")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{64}));
   mcp_cmd->add_option("--wait-ready", mcp.wait_ready_s,
                       "Seconds to wait for every profile's warm pool before answering (first calls warm)")

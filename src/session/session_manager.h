@@ -1,6 +1,7 @@
 // session::SessionManager: every live session of a server (issue 10): their
 // ids, owners, caps, lifetimes (idle expiry, hard TTL) and the calls into them.
-// Each session is a LiveSession (live_session.h) made from a warm pool's run.
+// Each session is a LiveSession (live_session.h) made from a warm pool's run,
+// or from a cold run when none can be had (no pool, none ready in its wait).
 //
 //   SessionManager mgr(service, options);       // starts its expiry thread
 //   auto made = mgr.Create(owner, route_key, create_request);   // blocking: a worker thread
