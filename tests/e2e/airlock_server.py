@@ -17,7 +17,8 @@ each module once per mode):
   warm  the default pool: after /readyz answers 200, start() also waits until every pool
         listed in the /readyz body has a ready run, so runs really take the warm path.
   session  the default pool, and every execute() of a test goes through a session instead:
-        a fresh session of the request's profile, a first call (`pass`), then the test's
+        a fresh session of the request's profile (for /execute without one, minimal, that
+        door's default), a first call (`pass`), then the test's
         code as the session's second call (the session is deleted after). Security tests
         run so (CMakeLists.txt lists which modules) show that a session's later calls are
         held exactly as a one-shot run; `isolation.mode` is "session".
