@@ -21,8 +21,15 @@ JSON object written by the server:
     max_result_values     int   JSON values (scalars, arrays, objects) in the results' data, all
                           results together (default 65536: the server's kMaxResultValues)
     seed                  int | null   reseeds `random` and numpy's global generator
-    line_buffered         bool  flush stdout at each newline (for streaming; default false)
-    session               bool  the warm path only: this run is a session (see below)
+    stream                bool  the server streams this run's output (default false): an uncaught
+                          exception's traceback is sent once, as the error event, and not also
+                          written to stderr (E2B's shape; a plain run's stderr has it, as
+                          `python3 main.py` prints it)
+    syntax_check          str | null   the server's analyzer found a syntax error (its message): the
+                          cell is compiled and never run; Python's SyntaxError is reported as
+                          any run's, and code Python compiles after all is not run either (an
+                          AirlockAnalyzerError error event says so, exit code 1)
+    session               bool  this run is a session (see below)
     call                  int   a session's call number, echoed in its end event
     env                   {str: str}   environment variables set for the user's code (os.environ,
                           and so every process it starts), after the interpreter and the runner
@@ -30,16 +37,18 @@ JSON object written by the server:
                           validates the names (service.cc); in a session's first request they
                           hold for the session's life, in a call only for that call (see below)
 
-Sessions (the warm path only): the first request has "session": true (its code is ignored). The
-run then keeps its interpreter, its __main__ namespace, its import hook and its working directory,
-and takes calls on the control socket (the fd warm_main was given): b"C" + an 8-byte little-endian
+Sessions: the first request has "session": true (its code is ignored). The run then keeps its
+interpreter, its __main__ namespace, its import hook and its working directory, and takes calls
+on the control socket (warm: the fd warm_main was given; cold, when the server had no warm run:
+the result fd, a socket then, carries the calls in and the events out): b"C" + an 8-byte little-endian
 length + a config JSON like the first (code inline, "call": n) runs one cell, whose events end with
 {"type":"end",...,"call":n} (stdout and stderr flushed before it). A call may instead be the lean
-frame {"frame": "call", "code": str, "call": n, "line_buffered": bool, "env"?: {str: str}}:
-everything else is the first request's (the profile's policy does not change over a session's
-life), which spares parsing and checking the whole config each call. A call's "env" is set
-for that call only: afterwards each of its variables is set back to what it was before the call
-(or removed), as E2B does with an execution's env vars. The server interrupts a cell
+frame {"frame": "call", "code": str, "call": n, "stream": bool, "syntax_check": str, "files": [...],
+"env": {str: str}} (the last four optional): everything else is the first request's (the profile's
+policy does not change over a session's life), which spares parsing and checking the whole config
+each call. A call's "env" is set for that call only: afterwards each of its variables is set back
+to what it was before the call (or removed), as E2B does with an execution's env vars. The server
+interrupts a cell
 with SIGINT to this process (KeyboardInterrupt in the cell; ignored between cells and in the
 runner's own code). End of file on the control socket ends the session (os._exit). The server
 reads a call's output until that end event and owns every timeout: a cell that ignores the
@@ -132,10 +141,11 @@ limits) is the boundary; this file is policy and early feedback:
   caps, schema checks, malformed lines dropped) and take the exit status from the process, not
   from the end event (a mismatch means the channel was tampered with).
 
-Output buffering: stdout keeps Python's block buffering (as `python3 main.py` does; line
-buffering costs ~45% on print-heavy loops) unless `line_buffered` is set, which the server
-should set when it streams output. stderr is line-buffered as always. The runner flushes
-stdout before anything it writes to stderr itself.
+Output buffering: stdout and stderr are line-buffered in every run (Python's own stdout is
+block-buffered when it is not a terminal), so every line printed reaches the server as it is
+printed and survives a kill (timeout, memory, pids, output, a signal): a block-buffered stdout
+lost everything still in its buffer. What it costs a print loop: docs/benchmarks.md, "Line-
+buffered output". The runner flushes stdout before anything it writes to stderr itself.
 """
 
 import ast
@@ -245,7 +255,8 @@ class Config:
         self.seed = raw.get("seed")
         if self.seed is not None and type(self.seed) is not int:
             raise ConfigError("seed must be an integer or null")
-        self.line_buffered = _get(raw, "line_buffered", bool, False)
+        self.stream = _get(raw, "stream", bool, False)
+        self.syntax_check = _get(raw, "syntax_check", str, None)
         self.session = _get(raw, "session", bool, False)
         self.call = _get(raw, "call", int, None)
         self.files = _input_files(raw.get("files"))
@@ -1013,11 +1024,24 @@ class Runner:
                 text = "".join(traceback.format_exception(exc))
         except Exception:  # MemoryError and friends while formatting: say what we can
             text = f"{type(exc).__name__}: {_safe_str(exc)}\n"
-        self._warn(text)
+        if not self._cfg.stream:
+            self._warn(text)
         self._error_event = {
             "type": "error",
             "name": type(exc).__name__,
             "value": _cap_head(_safe_str(exc), _ERROR_FIELD_CAP),
+            "traceback": _cap_tail(text, _ERROR_FIELD_CAP),
+        }
+        self._exit_code = 1
+
+    def _record_analyzer_error(self, finding):
+        text = (f"AirlockAnalyzerError: the code was not run: airlock's analyzer reports a syntax error "
+                f"that Python does not ({finding}); this is airlock's mistake, please report it\n")
+        self._warn(text)
+        self._error_event = {
+            "type": "error",
+            "name": "AirlockAnalyzerError",
+            "value": _cap_head(text[len("AirlockAnalyzerError: "):].rstrip("\n"), _ERROR_FIELD_CAP),
             "traceback": _cap_tail(text, _ERROR_FIELD_CAP),
         }
         self._exit_code = 1
@@ -1054,7 +1078,7 @@ class Runner:
                     kwargs["encoding"] = "utf-8"
                     if errors:
                         kwargs["errors"] = errors
-                if stream is sys.stdout and self._cfg.line_buffered:
+                if not stream.line_buffering:
                     kwargs["line_buffering"] = True
                 if kwargs:
                     stream.reconfigure(**kwargs)
@@ -1194,6 +1218,10 @@ class Runner:
             # Parsing is the runner's act: no frame of it belongs in the user's report.
             self._record_exception(e.with_traceback(None))
             return self._finish(None)
+        if cfg.syntax_check is not None:
+            # The analyzer and Python disagree: code the analyzer could not read is not run.
+            self._record_analyzer_error(cfg.syntax_check)
+            return self._finish(None)
 
         if cfg.files:
             for rel, data in cfg.files:
@@ -1232,10 +1260,7 @@ class Runner:
             if self._session is not None:
                 self._session.guard = guard  # installed once, for every call of the session
         elif self._session is not None:
-            try:  # a streamed call flushes each line; an unstreamed one buffers
-                sys.stdout.reconfigure(line_buffering=cfg.line_buffered)
-            except Exception:
-                pass
+            self._setup_streams()  # an earlier cell may have changed them
 
         main_bundle = None
         _display.target = self._sink.add_display
@@ -1412,12 +1437,27 @@ def main(argv):
         sys.stderr.write("usage: airlock_runner.py CONFIG.json\n")
         return EXIT_RUNNER_FAILURE
 
-    def load():
+    try:
+        with open(argv[1], "rb") as f:
+            raw = json.loads(f.read())
+    except (OSError, ValueError) as e:
+        raw = ConfigError(f"cannot read config {argv[1]!r}: {e}")
+    if isinstance(raw, dict) and raw.get("session") is True and type(raw.get("result_fd")) is int:
+        # A cold session (the server had no warm run for it): fd 3 is a socket that carries
+        # the calls in and the result events out; the channel takes fd 3, the calls a copy.
+        import fcntl
+
         try:
-            with open(argv[1], "rb") as f:
-                return json.loads(f.read())
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"cannot read config {argv[1]!r}: {e}") from None
+            control = fcntl.fcntl(raw["result_fd"], fcntl.F_DUPFD_CLOEXEC, 10)
+        except OSError:
+            control = -1
+        if control >= 0:
+            return _Session(raw, control).serve()
+
+    def load():
+        if isinstance(raw, ConfigError):
+            raise raw
+        return raw
 
     return _run(load)
 
@@ -1647,15 +1687,19 @@ class _Session:
         """The config of a lean call frame: the first request's, with this call's code."""
         import copy
 
-        code, call, line_buffered = raw.get("code"), raw.get("call"), raw.get("line_buffered", False)
-        if type(code) is not str or type(call) is not int or type(line_buffered) is not bool:
-            raise ConfigError("a call frame needs code (str), call (int) and line_buffered (bool)")
+        code, call = raw.get("code"), raw.get("call")
+        stream, syntax_check = raw.get("stream", False), raw.get("syntax_check")
+        if type(code) is not str or type(call) is not int or type(stream) is not bool or \
+                not (syntax_check is None or type(syntax_check) is str):
+            raise ConfigError("a call frame needs code (str), call (int), and stream (bool) and "
+                              "syntax_check (str) when given")
         config = copy.copy(self._base)
         config.code = code
         config.call = call
-        config.line_buffered = line_buffered
+        config.stream = stream
+        config.syntax_check = syntax_check
         config.session = False
-        config.files = []
+        config.files = _input_files(raw.get("files"))
         config.env = _env(raw.get("env"))  # this call's only (the session's were set once)
         return config
 

@@ -163,10 +163,10 @@ std::optional<std::string> E2bRoutes::NewContext(const std::string& owner, const
   // A session takes a warm run; when none is ready (a burst of contexts, the
   // pool refilling) wait for one a little, as an E2B sandbox start would,
   // rather than fail the SDK call. Blocking is fine: a session-pool thread.
-  session::Created made = mgr_.Create(owner, "", create);
+  session::Created made = mgr_.Create(owner, "", create, profile::Door::kE2b);
   for (int i = 0; !made.ok && made.error.kind == model::ErrorKind::kUnavailable && i < opt_.create_retries; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    made = mgr_.Create(owner, "", create);
+    made = mgr_.Create(owner, "", create, profile::Door::kE2b);
   }
   if (!made.ok) {
     *error = made.error;

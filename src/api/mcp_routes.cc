@@ -263,7 +263,7 @@ McpHttpReply McpRoutes::Tools(std::string_view query) const {
   std::string format = QueryValue(query, "format");
   if (format.empty()) format = "openai";
   model::McpToolsInfo info;
-  info.default_profile = svc_.profiles().Default().name;
+  info.default_profile = svc_.profiles().DefaultFor(profile::Door::kMcp).name;
   info.profiles = svc_.profiles().Names();
   for (const profile::Profile& p : svc_.profiles().profiles()) {
     info.max_timeout_s = std::max(info.max_timeout_s, p.resources.timeout_max_s);

@@ -757,7 +757,7 @@ class Session : public std::enable_shared_from_this<Session> {
       req_.route = path_;
       if (!req_.compat) req_.stream = model::NegotiateStreamFormat(ToString(h[http::field::accept]));
     } else if (path_ == "/healthz" || path_ == "/readyz" || path_ == "/profile" || path_ == "/v1/profiles" ||
-               path_ == "/metrics") {
+               path_ == "/metrics" || path_ == "/v1/rules") {
       req_.route = path_;
     } else if (path_.rfind("/v1/profiles/", 0) == 0) {
       req_.route = "/v1/profiles/{name}";
@@ -1068,9 +1068,11 @@ void Session::Handle() {
   }
   if (path_ == "/v1/profiles") {
     std::vector<model::ProfileView> views;
-    for (const profile::Profile& p : s_.svc.profiles().profiles()) views.push_back(s_.svc.View(p));
-    return SendJson(200, model::ProfileListToJson(views, s_.svc.profiles().default_name()));
+    for (const profile::Profile& p : s_.svc.profiles().profiles()) views.push_back(s_.svc.View(p, profile::Door::kApi));
+    return SendJson(200, model::ProfileListToJson(views, s_.svc.profiles().DefaultFor(profile::Door::kApi).name,
+                                                  s_.svc.DoorDefaults()));
   }
+  if (path_ == "/v1/rules") return SendJson(200, model::RulesToJson(service::Service::Rules()));
   // /v1/profiles/{name}
   std::string name = path_.substr(std::string("/v1/profiles/").size());
   const profile::Profile* p = s_.svc.profiles().Find(name);
@@ -1080,7 +1082,7 @@ void Session::Handle() {
                                              ""},
                                             req_.id));
   }
-  return SendJson(200, model::ProfileToJson(s_.svc.View(*p), s_.layers));
+  return SendJson(200, model::ProfileToJson(s_.svc.View(*p, profile::Door::kApi), s_.layers));
 }
 
 void Session::HandleExecute() {
@@ -1098,6 +1100,8 @@ void Session::HandleExecute() {
   req_.audit.code_bytes = static_cast<int64_t>(request.code.size());
   request.stream_output = req_.stream != model::StreamFormat::kNone;
   req_.wait_s = request.wait_s;
+  // Each door's default profile: /execute the fips sidecar's, /v1 one where agent code runs.
+  if (!request.profile && !req_.compat) request.profile = s_.svc.profiles().DefaultFor(profile::Door::kApi).name;
 
   if (request.code.size() <= kInlinePrepareBytes) {
     return OnPrepared(s_.svc.Prepare(request, req_.id));

@@ -312,10 +312,12 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
                     "the upload is over this server's cap of " + std::to_string(opt_.max_file_bytes) + " bytes", ""},
                    rid);
     }
-    if (Status s = isolation::WriteSandboxFile(root->get(), path, rq.body, /*make_parents=*/true); !s.ok()) {
+    int64_t modified_ms = 0;
+    if (Status s = isolation::WriteSandboxFile(root->get(), path, rq.body, /*make_parents=*/true, &modified_ms);
+        !s.ok()) {
       return Error(session::SessionFileError(s), rid);
     }
-    model::SessionFileView v{path, static_cast<int64_t>(rq.body.size()), 0, "file"};
+    model::SessionFileView v{path, static_cast<int64_t>(rq.body.size()), modified_ms, "file"};
     return Json(201, model::SessionFileToJson(v));
   }
   if (rq.method == "DELETE") {

@@ -1,5 +1,6 @@
 // `airlock check`: which isolation layers this host supports, and a real
 // sandboxed run as the last word.
+#include <algorithm>
 #include <unistd.h>
 
 #include <cstdio>
@@ -94,11 +95,14 @@ int CheckCommand(const CheckFlags& flags) {
     }
     std::cout << "]\n";
   } else {
-    std::printf("%-28s %-9s %s\n", "layer", "status", "detail");
+    // The first column as wide as its longest name ("foreign ABI i386 (int $0x80)" filled a fixed 28).
+    int width = 5;
+    for (const auto& it : items) width = std::max(width, static_cast<int>(it.name.size()));
+    std::printf("%-*s  %-9s %s\n", width, "layer", "status", "detail");
     for (const auto& it : items) {
       const char* status = it.ok ? "ok" : it.required ? "MISSING" : "degraded";
       if (it.name == "running as root" || it.name.rfind("foreign ABI", 0) == 0) status = "info";
-      std::printf("%-28s %-9s %s\n", it.name.c_str(), status, it.detail.c_str());
+      std::printf("%-*s  %-9s %s\n", width, it.name.c_str(), status, it.detail.c_str());
     }
     std::printf("\n%s\n", fit ? "This host can run airlock sandboxes with every required layer."
                               : "This host is missing a required layer (see above): airlock will refuse to run.");

@@ -22,6 +22,16 @@ struct RunFlags {
   bool json = false;
   std::vector<std::string> allow_degraded;  // "cgroup", "landlock"
   std::string uid_range;  // "START:COUNT"; "": the default range
+  // Through a profile (the service's path, as /v1/execute runs code) when any
+  // of these is given: the profile's analyzer, runner, languages and limits.
+  std::string profile;                // --profile ("": the /v1 door's default, general)
+  std::string language;               // --language ("": the profile's first)
+  std::vector<std::string> inputs;    // --input LOCAL[=NAME]: files put in the working directory
+  std::string profiles_dir;           // --profiles ("": profile::DefaultProfilesDir())
+  // The limit flags given on the command line (their long names): through a
+  // profile, only those become the request's limits (clamped to its ceilings).
+  std::vector<std::string> given;
+  bool ThroughProfile() const { return !profile.empty() || !language.empty() || !inputs.empty(); }
 };
 
 int RunCommand(const RunFlags& flags);
@@ -37,7 +47,12 @@ int CheckCommand(const CheckFlags& flags);
 struct ServeFlags {
   std::string listen = "127.0.0.1:8000";
   std::string profiles_dir;     // "": profile::DefaultProfilesDir()
-  std::string default_profile;  // "": "minimal" when present
+  std::string default_profile;  // every door's default profile; "": each door's own (below)
+  // One door's default profile ("": --default-profile, else the door's own:
+  // minimal for /execute, general for the rest when loaded; ProfileSet).
+  std::string execute_profile;  // POST /execute, GET /profile
+  std::string api_profile;      // /v1/execute, /v1/sessions, the console
+  std::string mcp_profile;      // /mcp
   std::string tokens_file;      // plus AIRLOCK_TOKENS from the environment
   bool insecure = false;
   std::vector<std::string> allowed_hosts;    // Host names besides loopback and the listen address
@@ -69,7 +84,7 @@ struct ServeFlags {
   // The E2B-compatible listener (docs/api.md, "E2B-compatible endpoint").
   bool e2b = false;                    // listen on e2b_listen's ports
   std::string e2b_listen;              // HOST[:CODE_PORT[,ENVD_PORT]]; implies e2b
-  std::string e2b_profile;             // "": the default profile
+  std::string e2b_profile;             // the E2B door's default profile (as execute_profile)
 };
 
 int ServeCommand(const ServeFlags& flags);

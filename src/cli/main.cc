@@ -43,6 +43,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--allow-degraded", run.allow_degraded,
                       "Layers this host may lack: cgroup, landlock (default: none, fail closed)")
       ->delimiter(',');
+  run_cmd->add_option("--profile", run.profile,
+                      "Run through this profile, as POST /v1/execute does: its analyzer, runner, languages and "
+                      "limits (the limit flags given ask for less; default with --language or --input: general)");
+  run_cmd->add_option("--language", run.language, "python, javascript or bash (through a profile that allows it)");
+  run_cmd->add_option("--input", run.inputs,
+                      "LOCAL[=NAME]: a file put in the run's working directory (as NAME, default its base name); "
+                      "repeatable; runs through a profile");
+  run_cmd->add_option("--profiles", run.profiles_dir, "Directory of profile YAML files (with --profile)");
 
   airlock::cli::CheckFlags check;
   CLI::App* check_cmd = app.add_subcommand("check", "Probe which isolation layers this host supports");
@@ -55,7 +63,16 @@ int main(int argc, char** argv) {
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve the HTTP API (docs/api.md)");
   serve_cmd->add_option("--listen", serve.listen, "Address and port (port 0: any free port)")->capture_default_str();
   serve_cmd->add_option("--profiles", serve.profiles_dir, "Directory of profile YAML files");
-  serve_cmd->add_option("--default-profile", serve.default_profile, "Profile of requests that name none");
+  serve_cmd->add_option("--default-profile", serve.default_profile,
+                        "Profile of requests that name none, at every door (default: minimal for /execute, "
+                        "general for /v1, /mcp and the E2B listener)");
+  serve_cmd->add_option("--execute-profile", serve.execute_profile,
+                        "Profile of POST /execute requests that name none (default: --default-profile, else minimal)");
+  serve_cmd->add_option("--api-profile", serve.api_profile,
+                        "Profile of /v1/execute requests and /v1/sessions that name none (default: "
+                        "--default-profile, else general)");
+  serve_cmd->add_option("--mcp-profile", serve.mcp_profile,
+                        "Profile of /mcp calls that name none (default: --default-profile, else general)");
   serve_cmd->add_option("--tokens-file", serve.tokens_file, "File of bearer tokens, one 'name:token' a line");
   serve_cmd->add_flag("--insecure", serve.insecure, "Allow a non-loopback address without tokens");
   serve_cmd->add_option("--allowed-host", serve.allowed_hosts,
@@ -87,7 +104,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   serve_cmd->add_option("--uid-range", serve.uid_range, kUidRangeHelp);
   serve_cmd->add_option("--pool-size", serve.pool_size,
-                        "Warm runs kept ready per profile (a zygote per profile forks them); 0: every run cold")
+                        "Warm runs kept ready per profile (a zygote per profile forks them); 0: every run cold, and "
+                        "every session a cold run of its own (same layers, slower to start)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
   serve_cmd->add_option("--pool-recycle", serve.pool_recycle, "Runs after which a zygote is replaced (0: never)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
@@ -122,22 +140,33 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--e2b-listen", serve.e2b_listen,
                         "The E2B listener's address, HOST or HOST:CODE_PORT,ENVD_PORT (implies --e2b; default "
                         "localhost:49999,49983)");
-  serve_cmd->add_option("--e2b-profile", serve.e2b_profile, "Profile of E2B contexts (default: --default-profile)");
+  serve_cmd->add_option("--e2b-profile", serve.e2b_profile,
+                        "Profile of E2B contexts (default: --default-profile, else general)");
 
   airlock::cli::McpFlags mcp;
   CLI::App* mcp_cmd = app.add_subcommand("mcp", "Serve MCP over stdio (for an agent host; docs/agents.md)");
   mcp_cmd->add_option("--profiles", mcp.profiles_dir, "Directory of profile YAML files");
-  mcp_cmd->add_option("--default-profile", mcp.default_profile, "Profile of calls that name none");
+  mcp_cmd->add_option("--default-profile", mcp.default_profile, "Profile of calls that name none (default: general)");
   mcp_cmd->add_option("--allow-degraded", mcp.allow_degraded, "Layers that may be missing: cgroup, landlock")
       ->delimiter(',');
   mcp_cmd->add_option("--uid-range", mcp.uid_range, kUidRangeHelp);
-  mcp_cmd->add_option("--pool-size", mcp.pool_size, "Warm runs kept ready per profile; 0: every run cold")
+  mcp_cmd->add_option("--pool-size", mcp.pool_size,
+                      "Warm runs kept ready per profile; 0: every run and session cold")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{64}));
   mcp_cmd->add_option("--wait-ready", mcp.wait_ready_s,
                       "Seconds to wait for every profile's warm pool before answering (first calls warm)")
       ->capture_default_str()->check(CLI::Range(0.0, 600.0));
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    // airlock run's own failures are 125, never an exit code its program could have.
+    return rc != 0 && run_cmd->parsed() ? 125 : rc;
+  }
+  for (const char* name : {"timeout", "cpu-time", "memory", "pids", "disk", "output", "cpus"}) {
+    if (run_cmd->count(std::string("--") + name) > 0) run.given.emplace_back(name);
+  }
   if (mcp_cmd->parsed()) return airlock::cli::McpCommand(mcp);
   if (serve_cmd->parsed()) return airlock::cli::ServeCommand(serve);
   if (run_cmd->parsed()) return airlock::cli::RunCommand(run);

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "cli/commands.h"
+#include "cli/run_profile.h"
 #include "exec/python_spec.h"
 #include "exec/execution.h"
 #include "model/run_report.h"
@@ -49,22 +50,47 @@ void WriteAll(int fd, std::string_view data) {
 
 }  // namespace
 
+// Every failure of airlock's own is 125 (as docker's and podman's), so that a
+// program's own exit codes, 2 included, keep their meaning.
 int RunCommand(const RunFlags& flags) {
+  // Ctrl-C, SIGTERM and SIGHUP cancel the run (and remove its cgroup) instead
+  // of killing airlock with the run's state left behind.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
+  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  UniqueFd stop_fd(signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
+  auto cancelled_code = [&]() {
+    struct signalfd_siginfo info {};
+    if (read(stop_fd.get(), &info, sizeof info) == sizeof info) return 128 + static_cast<int>(info.ssi_signo);
+    return 128 + SIGINT;
+  };
+  if (flags.ThroughProfile()) {
+    auto code = ReadProgram(flags.file);
+    if (!code.ok()) {
+      std::cerr << "airlock: cannot read the program: " << code.status().ToString() << "\n";
+      return kExitAirlockError;
+    }
+    int cancelled = 0;
+    int rc = RunThroughProfile(flags, std::move(*code), stop_fd.get(), &cancelled);
+    return cancelled ? cancelled_code() : rc;
+  }
+
   isolation::Limits limits;
   limits.memory_bytes = ParseSize(flags.memory);
   limits.disk_bytes = ParseSize(flags.disk);
   int64_t output_cap = ParseSize(flags.output);
   if (limits.memory_bytes < (8 << 20)) {
     std::cerr << "airlock: --memory '" << flags.memory << "' is not a size of at least 8M (e.g. 256M, 1G)\n";
-    return 2;
+    return kExitAirlockError;
   }
   if (limits.disk_bytes < 4096) {
     std::cerr << "airlock: --disk '" << flags.disk << "' is not a size of at least 4K (e.g. 64M)\n";
-    return 2;
+    return kExitAirlockError;
   }
   if (output_cap < 0) {
     std::cerr << "airlock: --output '" << flags.output << "' is not a size (e.g. 1M, 65536)\n";
-    return 2;
+    return kExitAirlockError;
   }
   limits.pids = flags.pids;
   limits.cpus = flags.cpus;
@@ -75,12 +101,12 @@ int RunCommand(const RunFlags& flags) {
   if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error) ||
       !ParseUidRange(flags.uid_range, &host_options.id_range, &error)) {
     std::cerr << "airlock: " << error << "\n";
-    return 2;
+    return kExitAirlockError;
   }
   auto code = ReadProgram(flags.file);
   if (!code.ok()) {
     std::cerr << "airlock: cannot read the program: " << code.status().ToString() << "\n";
-    return 2;
+    return kExitAirlockError;
   }
   auto host = isolation::PrepareHost(host_options);
   if (!host.ok()) {
@@ -88,7 +114,9 @@ int RunCommand(const RunFlags& flags) {
     return kExitAirlockError;
   }
 
-  isolation::Spec spec = exec::PythonSpec(*code, limits, /*unbuffered=*/!flags.json);
+  // Unbuffered whatever the output's use: what the program printed before a
+  // kill (timeout, memory) is in the --json result too.
+  isolation::Spec spec = exec::PythonSpec(*code, limits, /*unbuffered=*/true);
   exec::RunOptions options;
   options.timeout_s = flags.timeout_s;
   options.output_cap = output_cap;
@@ -97,13 +125,6 @@ int RunCommand(const RunFlags& flags) {
       WriteAll(s == exec::Stream::kStdout ? STDOUT_FILENO : STDERR_FILENO, data);
     };
   }
-  // Ctrl-C, SIGTERM and SIGHUP cancel the run (and remove its cgroup) instead
-  // of killing airlock with the run's state left behind.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
-  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
-  UniqueFd stop_fd(signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
   options.cancel_fd = stop_fd.get();
   auto result = exec::RunToCompletion(*host, spec, std::move(options));
   if (!result.ok()) {
@@ -124,11 +145,7 @@ int RunCommand(const RunFlags& flags) {
   if (const char* reason = exec::KillReasonName(result->kill_reason)) {
     std::cerr << "airlock: run killed (" << reason << "): " << result->kill_detail << "\n";
   }
-  if (result->kill_reason == exec::KillReason::kCancelled) {
-    struct signalfd_siginfo info {};
-    if (read(stop_fd.get(), &info, sizeof info) == sizeof info) return 128 + static_cast<int>(info.ssi_signo);
-    return 128 + SIGINT;
-  }
+  if (result->kill_reason == exec::KillReason::kCancelled) return cancelled_code();
   return result->exit_code;
 }
 

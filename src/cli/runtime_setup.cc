@@ -41,7 +41,7 @@ exec::PoolOptions PoolOptionsFor(const profile::ProfileSet& profiles, const Runt
 std::unique_ptr<Runtime> BuildRuntime(const RuntimeFlags& flags, int* exit_code) {
   *exit_code = 2;
   isolation::HostOptions host_options;
-  host_options.sweep_stale_cgroups = true;  // a long-lived server: clear what a killed one left
+  host_options.sweep_stale_cgroups = flags.sweep_stale_cgroups;
   std::string error;
   if (!ParseDegradable(flags.allow_degraded, &host_options.degradable, &error) ||
       !ParseUidRange(flags.uid_range, &host_options.id_range, &error)) {

@@ -26,6 +26,7 @@ struct RuntimeFlags {
   double pool_recycle_s = 600;
   bool netns_per_run = false;  // --netns-per-run (exec::PoolOptions::network_per_run)
   size_t max_code_bytes = size_t{1} << 20;
+  bool sweep_stale_cgroups = true;  // a long-lived server clears what a killed one left
 };
 
 // Destroyed in reverse order: the service first, then the pool, then the host.

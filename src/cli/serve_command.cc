@@ -168,7 +168,6 @@ int ServeCommand(const ServeFlags& flags) {
       std::cerr << "airlock: " << error << "\n";
       return 2;
     }
-    options.e2b_profile = flags.e2b_profile;
   }
 
   isolation::HostOptions host_options;
@@ -191,6 +190,19 @@ int ServeCommand(const ServeFlags& flags) {
       return 2;
     }
   }
+  const std::pair<profile::Door, const std::string*> door_flags[] = {{profile::Door::kExecute, &flags.execute_profile},
+                                                                     {profile::Door::kApi, &flags.api_profile},
+                                                                     {profile::Door::kMcp, &flags.mcp_profile},
+                                                                     {profile::Door::kE2b, &flags.e2b_profile}};
+  for (const auto& [door, name] : door_flags) {
+    if (name->empty()) continue;
+    if (Status st = profiles->SetDefaultFor(door, *name); !st.ok()) {
+      std::cerr << "airlock: --" << profile::DoorName(door) << "-profile: " << st.ToString() << "\n";
+      return 2;
+    }
+  }
+
+  options.e2b_profile = profiles->DefaultFor(profile::Door::kE2b).name;
 
   auto auth = api::Authenticator::Load(flags.tokens_file, std::getenv("AIRLOCK_TOKENS"));
   if (!auth.ok()) {

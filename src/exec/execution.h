@@ -31,8 +31,9 @@ struct RunOptions {
   int64_t output_cap = 1 << 20;       // bytes kept per stream
   // Called with each piece of kept output as it arrives (may be empty-handed if unset).
   std::function<void(Stream, std::string_view)> on_output;
-  // RunToCompletion only: when this fd becomes readable (a signalfd, say), the
-  // run is killed with kill_reason "cancelled". -1: none.
+  // RunToCompletion and service::Service::Supervise only: when this fd becomes
+  // readable (a signalfd, say), the run is killed with kill_reason
+  // "cancelled". -1: none.
   int cancel_fd = -1;
 };
 

@@ -347,6 +347,19 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source, std::span<
     return 2;
   }
 
+  // UTF-8 mode and the environment's LC_CTYPE (C.UTF-8), as `python3 -X utf8`
+  // gets them: the isolated pre-configuration keeps the C locale, which makes
+  // the file system encoding, open()'s default and subprocess's text mode
+  // ASCII in every run (a cold run's python3 reads the locale itself).
+  PyPreConfig pre;
+  PyPreConfig_InitIsolatedConfig(&pre);
+  pre.utf8_mode = 1;
+  pre.configure_locale = 1;
+  if (PyStatus pst = Py_PreInitialize(&pre); PyStatus_Exception(pst)) {
+    SendText(zygote::kFailed,
+             std::string("embedded Python did not pre-initialize: ") + (pst.err_msg ? pst.err_msg : "?"));
+    return 1;
+  }
   PyConfig config;
   PyConfig_InitIsolatedConfig(&config);  // like python3 -I: no PYTHON* variables, no user site
   config.write_bytecode = 0;             // -B

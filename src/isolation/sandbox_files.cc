@@ -287,7 +287,8 @@ class AsSandboxUser {
   gid_t old_gid_;
 };
 
-Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents) {
+Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents,
+                        int64_t* modified_ms) {
   RETURN_IF_ERROR(CheckSandboxPath(path));
   struct stat rst;
   if (::fstat(root, &rst) != 0) return ErrnoError("write " + Shown(path) + ": fstat of the sandbox root");
@@ -334,6 +335,11 @@ Status WriteSandboxFile(int root, std::string_view path, std::string_view data, 
       return fail("write", errno);
     }
     done += static_cast<size_t>(n);
+  }
+  if (modified_ms != nullptr) {
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return fail("fstat", errno);
+    *modified_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
   }
   if (::close(fd.release()) != 0 && errno != EINTR) return fail("close", errno);
   if (::renameat(parent.get(), tmp.c_str(), parent.get(), leaf.c_str()) != 0) return fail("rename", errno);

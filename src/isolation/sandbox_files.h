@@ -77,8 +77,10 @@ StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t m
 // through. The data is written to a new temporary file in the same directory
 // and renamed over `path`: the write never changes an existing inode (a hard
 // link the sandbox made to another file is cut, not written through), and a
-// reader never sees half a file.
-Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents);
+// reader never sees half a file. `modified_ms`, when given, gets the new
+// file's mtime (unix milliseconds, as ListSandboxDir reports it).
+Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents,
+                        int64_t* modified_ms = nullptr);
 
 // Removes the entry `path` beneath `root`: a regular file, symlink, FIFO,
 // socket or device (the entry itself, never what it points to), or an empty

@@ -61,7 +61,7 @@ std::optional<std::string> McpServer::Handle(std::string_view message) {
   if (m.method == "ping") return model::McpResultLine(m.id_json, "{}");
   if (m.method == "tools/list") {
     model::McpToolsInfo info;
-    info.default_profile = svc_.profiles().Default().name;
+    info.default_profile = svc_.profiles().DefaultFor(profile::Door::kMcp).name;
     info.profiles = svc_.profiles().Names();
     for (const profile::Profile& p : svc_.profiles().profiles()) {
       info.max_timeout_s = std::max(info.max_timeout_s, p.resources.timeout_max_s);
@@ -87,8 +87,8 @@ std::string McpServer::CallTool(const model::McpToolCall& call, const std::strin
   if (!call.argument_error.empty()) return model::McpToolErrorResult(call.name + ": " + call.argument_error);
   if (call.name == "list_profiles") {
     std::vector<model::ProfileView> views;
-    for (const profile::Profile& p : svc_.profiles().profiles()) views.push_back(svc_.View(p));
-    return model::McpProfilesResult(views, svc_.profiles().default_name());
+    for (const profile::Profile& p : svc_.profiles().profiles()) views.push_back(svc_.View(p, profile::Door::kMcp));
+    return model::McpProfilesResult(views, svc_.profiles().DefaultFor(profile::Door::kMcp).name);
   }
   const std::string request_id = options_.request_id_prefix + std::to_string(++calls_);
   if (call.name != "execute_python" || !call.session_id.empty()) return CallSessionTool(call, request_id);
@@ -98,7 +98,9 @@ std::string McpServer::CallTool(const model::McpToolCall& call, const std::strin
 std::string McpServer::RunOneShot(const model::McpToolCall& call, const std::string& id,
                                   const std::string& request_id) {
   const auto start = std::chrono::steady_clock::now();
-  service::Prepared p = svc_.Prepare(call.execute, request_id);
+  model::ExecuteRequest request = call.execute;
+  if (!request.profile) request.profile = svc_.profiles().DefaultFor(profile::Door::kMcp).name;
+  service::Prepared p = svc_.Prepare(request, request_id);
   model::AuditRecord a;
   a.request_id = request_id;
   a.profile = p.profile_name;
@@ -171,11 +173,11 @@ std::string McpServer::CallSessionTool(const model::McpToolCall& call, const std
     // A session is a warm run: when none is ready right now (the pool is
     // refilling after a call), wait a little for one rather than hand the
     // model a "retry shortly" it may not act on.
-    session::Created made = mgr.Create(owner, "", req);
+    session::Created made = mgr.Create(owner, "", req, profile::Door::kMcp);
     for (auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
          !made.ok && made.error.kind == model::ErrorKind::kUnavailable && std::chrono::steady_clock::now() < give_up;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      made = mgr.Create(owner, "", req);
+      made = mgr.Create(owner, "", req, profile::Door::kMcp);
     }
     if (!made.ok) return model::McpToolErrorResult("create_session: " + made.error.message);
     {

@@ -99,8 +99,10 @@ std::string PythonFloat(double v) {
 }
 
 json ViolationObject(const Violation& v) {
-  return {{"rule", v.rule},         {"message", v.message}, {"line", v.line},
-          {"col", v.col},           {"severity", v.severity}, {"stage", v.stage}};
+  json j = {{"rule", v.rule},         {"message", v.message}, {"line", v.line},
+            {"col", v.col},           {"severity", v.severity}, {"stage", v.stage}};
+  if (v.allowed_in) j["allowed_in"] = *v.allowed_in;
+  return j;
 }
 
 json ErrorObject(const std::optional<ErrorInfo>& e) {
@@ -507,10 +509,26 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
   return Dump(j);
 }
 
-std::string ProfileListToJson(const std::vector<ProfileView>& profiles, const std::string& default_name) {
+std::string ProfileListToJson(const std::vector<ProfileView>& profiles, const std::string& default_name,
+                              const std::vector<std::pair<std::string, std::string>>& door_defaults) {
   json list = json::array();
   for (const ProfileView& p : profiles) list.push_back(json::parse(ProfileToJson(p, {})));
-  return Dump({{"default", default_name}, {"profiles", std::move(list)}});
+  json j = {{"default", default_name}, {"profiles", std::move(list)}};
+  if (!door_defaults.empty()) {
+    json d = json::object();
+    for (const auto& [door, name] : door_defaults) d[door] = name;
+    j["defaults"] = std::move(d);
+  }
+  return Dump(j);
+}
+
+std::string RulesToJson(const std::vector<RuleView>& rules) {
+  json list = json::array();
+  for (const RuleView& r : rules) {
+    list.push_back({{"id", r.id}, {"family", r.family}, {"stage", r.stage}, {"severity", r.severity},
+                    {"catches", r.catches}});
+  }
+  return Dump({{"rules", std::move(list)}});
 }
 
 std::string StatusToJson(const std::string& status, const std::string& detail) {

@@ -157,6 +157,9 @@ struct Violation {
   std::string severity;  // "error", "warning", "info"
   std::string stage;     // profile scan stage: "ast_scan", "blocklist_audit", "audit_patterns"
   std::string compat;    // the fips one-line form: "Line 1: import of 'os' is not allowed ..."
+  // A finding that refused the code: the server's profiles where it would
+  // not (empty: none), also named at the end of `message` and `compat`.
+  std::optional<std::vector<std::string>> allowed_in;
 };
 
 struct ErrorInfo {
@@ -261,8 +264,16 @@ struct ProfileView : ResourcesView {
 // `isolation` is not empty it is added as {"layers":[...]} (the layers this
 // server enforces).
 std::string ProfileToJson(const ProfileView& profile, const std::vector<LayerReport>& isolation);
-// {"default": name, "profiles": [ProfileToJson...]}.
-std::string ProfileListToJson(const std::vector<ProfileView>& profiles, const std::string& default_name);
+// {"default": name, "defaults": {door: name, ...}, "profiles": [ProfileToJson...]}.
+std::string ProfileListToJson(const std::vector<ProfileView>& profiles, const std::string& default_name,
+                              const std::vector<std::pair<std::string, std::string>>& door_defaults = {});
+
+// One analyzer rule, as GET /v1/rules lists them (analyzer/rule_catalog.h).
+struct RuleView {
+  std::string id, family, stage, severity, catches;
+};
+// {"rules": [{"id","family","stage","severity","catches"}, ...]}.
+std::string RulesToJson(const std::vector<RuleView>& rules);
 
 // ---------------------------------------------------------------------------
 // Health

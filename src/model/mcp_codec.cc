@@ -149,7 +149,11 @@ json ExecuteOutputSchema() {
                  {{"rule", {{"type", "string"}}},
                   {"message", {{"type", "string"}}},
                   {"line", {{"type", "integer"}}},
-                  {"col", {{"type", "integer"}}}}}}}}}}}};
+                  {"col", {{"type", "integer"}}},
+                  {"allowed_in",
+                   {{"type", "array"},
+                    {"items", {{"type", "string"}}},
+                    {"description", "The profiles (list_profiles) where this finding would not refuse the code"}}}}}}}}}}}};
 }
 
 }  // namespace
@@ -548,9 +552,12 @@ std::string McpRejectedResult(const std::vector<Violation>& violations) {
   for (const Violation& v : violations) {
     text += "- line " + std::to_string(v.line) + ", column " + std::to_string(v.col) + ": " + v.message + " [" +
             v.rule + "]\n";
-    list.push_back({{"rule", v.rule}, {"message", v.message}, {"line", v.line}, {"col", v.col}});
+    json one = {{"rule", v.rule}, {"message", v.message}, {"line", v.line}, {"col", v.col}};
+    if (v.allowed_in) one["allowed_in"] = *v.allowed_in;
+    list.push_back(std::move(one));
   }
-  text += "Change the code (list_profiles shows what each profile allows) and call execute_python again.";
+  text += "Change the code, or pass a profile that allows it (list_profiles shows what each profile allows), and call "
+          "execute_python again.";
   return Dump({{"content", json::array({TextBlock(text)})},
                {"structuredContent", {{"violations", list}}},
                {"isError", true}});

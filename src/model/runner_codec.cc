@@ -11,14 +11,13 @@ namespace airlock::model {
 using internal::Dump;
 using nlohmann::json;
 
-std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered,
-                                  const std::map<std::string, std::string>& env) {
-  json j = {{"frame", "call"}, {"code", code}, {"call", call}, {"line_buffered", line_buffered}};
-  if (!env.empty()) j["env"] = env;
-  return Dump(j);
-}
-
 namespace {
+
+json FilesJson(const std::vector<InputFile>& files) {
+  json out = json::array();
+  for (const InputFile& f : files) out.push_back({{"path", f.path}, {"content", Base64Encode(f.content)}});
+  return out;
+}
 
 // At most this many display results are kept from the channel (the runner
 // caps them itself; this guards against a forged flood).
@@ -46,12 +45,9 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
       {"max_result_values", c.max_result_values},
   };
   if (!c.env.empty()) j["env"] = c.env;
-  if (c.line_buffered) j["line_buffered"] = true;
-  if (!c.files.empty()) {
-    json files = json::array();
-    for (const InputFile& f : c.files) files.push_back({{"path", f.path}, {"content", Base64Encode(f.content)}});
-    j["files"] = std::move(files);
-  }
+  if (c.stream) j["stream"] = true;
+  if (c.syntax_check) j["syntax_check"] = *c.syntax_check;
+  if (!c.files.empty()) j["files"] = FilesJson(c.files);
   if (c.max_out_files > 0) {
     j["max_out_files"] = c.max_out_files;
     j["max_out_bytes"] = c.max_out_bytes;
@@ -63,6 +59,14 @@ std::string RunnerConfigToJson(const RunnerConfig& c) {
   if (!c.program.empty()) j["program"] = c.program;
   if (c.session) j["session"] = true;
   if (c.call > 0) j["call"] = c.call;
+  return Dump(j);
+}
+
+std::string RunnerCallFrameToJson(const RunnerConfig& c, int64_t call) {
+  json j = {{"frame", "call"}, {"code", c.code.value_or("")}, {"call", call}, {"stream", c.stream}};
+  if (c.syntax_check) j["syntax_check"] = *c.syntax_check;
+  if (!c.files.empty()) j["files"] = FilesJson(c.files);
+  if (!c.env.empty()) j["env"] = c.env;
   return Dump(j);
 }
 

@@ -43,9 +43,13 @@ struct RunnerConfig {
   std::vector<std::pair<std::string, std::string>> blocklist;
   std::vector<std::string> preimport;
   bool capture_figures = false;
-  // stdout flushed at each newline (a streamed response: output arrives as it
-  // is printed); otherwise block-buffered, as `python3 main.py` is.
-  bool line_buffered = false;
+  // The server streams the run's output: an uncaught exception's traceback
+  // goes only into the error event (E2B's shape), not also to stderr. (stdout
+  // and stderr are line-buffered in every run: what was printed survives a kill.)
+  bool stream = false;
+  // The analyzer's message for the syntax error it found: the runner compiles
+  // the cell and never runs it (Python's SyntaxError is reported as a run's).
+  std::optional<std::string> syntax_check;
   int result_fd = 3;
   int64_t max_result_bytes = 1 << 20;
   int max_results = 16;
@@ -73,12 +77,12 @@ struct RunnerConfig {
 };
 
 std::string RunnerConfigToJson(const RunnerConfig& config);
-// A session call's lean frame: {"frame":"call","code","call","line_buffered",
-// "env"? (this call's only)}; the runner takes everything else from the
-// session's first request (the profile's policy cannot change over a session's
-// life).
-std::string RunnerCallFrameToJson(const std::string& code, int64_t call, bool line_buffered,
-                                  const std::map<std::string, std::string>& env = {});
+// A session call's lean frame: {"frame":"call","code","call","stream"
+// [,"syntax_check"][,"files"][,"env" (this call's only)]} from `config`'s code,
+// stream, syntax_check, files and env; the runner takes everything else from
+// the session's first request (the profile's policy cannot change over a
+// session's life).
+std::string RunnerCallFrameToJson(const RunnerConfig& config, int64_t call);
 
 struct RunnerEvents {
   std::optional<DisplayResult> main_result;

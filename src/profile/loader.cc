@@ -819,6 +819,21 @@ void Set(T* dest, const std::optional<T>& v) {
   if (v) *dest = *v;
 }
 
+// Approval rules that hold code for a person when the profile refuses that
+// code anyway at run time do nothing but make the person approve failures:
+// the runtime import hook (audit.mode.runtime_imports: enforce) refuses every
+// import the analyzer's "import-not-allowed" finds (the same allowlist).
+// Empty: nothing wrong.
+std::string ApprovalHoldsRefusedCode(const Profile& p) {
+  if (p.any_import || p.audit.runtime_imports != AuditMode::kEnforce || !p.approval.Holds("import-not-allowed")) {
+    return "";
+  }
+  return "'import-not-allowed' holds code for a person's approval, but this profile's runtime import hook "
+         "(audit.mode.runtime_imports: enforce) refuses those same imports when the code runs, so approved code "
+         "would fail at its first such import; remove the rule, add the modules to the profile's imports, or "
+         "set audit.mode.runtime_imports: observe (the approval is then the check)";
+}
+
 StatusOr<Resolved> Resolve(const Resolved* parent, const Parsed& c) {
   Resolved r;
   if (parent != nullptr) r = *parent;
@@ -934,6 +949,7 @@ StatusOr<Resolved> Resolve(const Resolved* parent, const Parsed& c) {
                     Quote(m) + " is not an allowed import of this profile; add it to imports");
     }
   }
+  if (std::string why = ApprovalHoldsRefusedCode(p); !why.empty()) return ErrKey(r, "approval.rules", why);
   if (p.matplotlib && !p.AllowsImport("matplotlib")) {
     return ErrKey(
         r, "matplotlib",

@@ -112,6 +112,16 @@ std::string_view NetworkName(Network network) {
   return "?";
 }
 
+std::string_view DoorName(Door door) {
+  switch (door) {
+    case Door::kExecute: return "execute";
+    case Door::kApi: return "api";
+    case Door::kMcp: return "mcp";
+    case Door::kE2b: return "e2b";
+  }
+  return "?";
+}
+
 ProfileSet::ProfileSet(std::vector<Profile> profiles) : profiles_(std::move(profiles)) {
   std::sort(profiles_.begin(), profiles_.end(),
             [](const Profile& a, const Profile& b) { return a.name < b.name; });
@@ -120,6 +130,17 @@ ProfileSet::ProfileSet(std::vector<Profile> profiles) : profiles_(std::move(prof
   } else if (!profiles_.empty()) {
     default_name_ = profiles_.front().name;
   }
+  // The agent doors: an agent's typical code (open(), import sys, numpy)
+  // runs under general's policy; minimal refuses it.
+  if (Find("general") != nullptr) {
+    for (Door d : {Door::kApi, Door::kMcp, Door::kE2b}) door_default_[static_cast<size_t>(d)] = "general";
+  }
+}
+
+const Profile& ProfileSet::DefaultFor(Door door) const {
+  const std::string& name = door_default_[static_cast<size_t>(door)];
+  const Profile* p = name.empty() ? nullptr : Find(name);
+  return p != nullptr ? *p : Default();
 }
 
 const Profile* ProfileSet::Find(std::string_view name) const {
@@ -142,14 +163,28 @@ std::vector<std::string> ProfileSet::Names() const {
   return names;
 }
 
+Status ProfileSet::CheckLoaded(std::string_view name) const {
+  if (Find(name) != nullptr) return Status::Ok();
+  std::string known;
+  for (const Profile& p : profiles_) known += (known.empty() ? "" : ", ") + p.name;
+  return NotFound("default profile '" + std::string(name) + "' is not loaded (profiles: " +
+                  (known.empty() ? std::string("none") : known) + ")");
+}
+
 Status ProfileSet::SetDefault(std::string_view name) {
-  if (Find(name) == nullptr) {
-    std::string known;
-    for (const Profile& p : profiles_) known += (known.empty() ? "" : ", ") + p.name;
-    return NotFound("default profile '" + std::string(name) + "' is not loaded (profiles: " +
-                    (known.empty() ? std::string("none") : known) + ")");
-  }
+  RETURN_IF_ERROR(CheckLoaded(name));
   default_name_ = std::string(name);
+  for (std::string& d : door_default_) d = std::string(name);
+  return Status::Ok();
+}
+
+Status ProfileSet::SetDefaultFor(Door door, std::string_view name) {
+  RETURN_IF_ERROR(CheckLoaded(name));
+  if (door == Door::kExecute) {
+    default_name_ = std::string(name);
+  } else {
+    door_default_[static_cast<size_t>(door)] = std::string(name);
+  }
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -156,30 +157,53 @@ std::optional<Language> LanguageFromName(std::string_view name);
 std::string_view NetworkName(Network network);     // "none"
 std::string_view ApprovalPolicyName(ApprovalPolicy policy);  // "never", "always", "on_findings"
 
+// The ways a request comes in; each has a default profile of its own
+// (ProfileSet::DefaultFor), for requests that name none.
+enum class Door {
+  kExecute,  // the fips-compatible POST /execute (and GET /profile)
+  kApi,      // airlock's /v1/ (execute, sessions, the console)
+  kMcp,      // MCP over stdio and /mcp
+  kE2b,      // the E2B-compatible listener's contexts
+};
+inline constexpr Door kDoors[] = {Door::kExecute, Door::kApi, Door::kMcp, Door::kE2b};
+std::string_view DoorName(Door door);  // "execute", "api", "mcp", "e2b"
+
 // Every loaded profile, by name, and which one a request without a `profile`
-// gets. Built by LoadProfiles / ParseProfiles (loader.h), never empty then.
+// gets at each door. Built by LoadProfiles / ParseProfiles (loader.h), never
+// empty then.
 class ProfileSet {
  public:
   ProfileSet() = default;
-  // Sorts the profiles by name. The default is "minimal" when present, else
-  // the first by name. Names must be unique (the loader guarantees it).
+  // Sorts the profiles by name. Names must be unique (the loader guarantees
+  // it). The defaults: /execute gets "minimal" (the fips sidecar's default)
+  // when present, else the first by name; the agent doors (/v1, MCP, E2B) get
+  // "general" when present (typical agent code runs there: any import,
+  // open(), the kernel layers as the boundary), else /execute's.
   explicit ProfileSet(std::vector<Profile> profiles);
 
   // nullptr when there is no profile of that name.
   const Profile* Find(std::string_view name) const;
-  // Precondition: not empty.
+  // /execute's default (DefaultFor(Door::kExecute)). Precondition: not empty.
   const Profile& Default() const;
   const std::string& default_name() const { return default_name_; }
-  // Makes `name` the default; NotFound (listing the names) when absent.
+  // The default profile of requests that come in by `door`.
+  const Profile& DefaultFor(Door door) const;
+  // Makes `name` the default of every door (--default-profile); NotFound
+  // (listing the names) when absent.
   Status SetDefault(std::string_view name);
+  // Makes `name` the default of one door (--execute-profile, --api-profile, ...).
+  Status SetDefaultFor(Door door, std::string_view name);
   // All profiles, sorted by name.
   const std::vector<Profile>& profiles() const { return profiles_; }
   std::vector<std::string> Names() const;
   bool empty() const { return profiles_.empty(); }
 
  private:
+  Status CheckLoaded(std::string_view name) const;
+
   std::vector<Profile> profiles_;
   std::string default_name_;
+  std::string door_default_[std::size(kDoors)];  // by Door; "": default_name_ (kExecute's is default_name_ always)
 };
 
 }  // namespace airlock::profile

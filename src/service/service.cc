@@ -10,12 +10,14 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/cell.h"
+#include "analyzer/rule_catalog.h"
 #include "base/log.h"
 #include "model/base64.h"
 #include "model/runner_protocol.h"
 #include "profile/units.h"
 #include "service/embedded_runner.h"
 #include "service/language_runtime.h"
+#include "service/policy_check.h"
 #include "service/sha256.h"
 
 namespace airlock::service {
@@ -83,27 +85,6 @@ analyzer::Policy PolicyFor(const profile::Profile& p, size_t max_code_bytes) {
   policy.audit_patterns = has(profile::ScanStage::kAuditPatterns);
   policy.max_code_bytes = std::max(max_code_bytes, policy.max_code_bytes);
   return policy;
-}
-
-// The profile stage a finding belongs to; nullopt when the analyzer names a
-// stage the profile model does not know (treated as ast_scan).
-profile::ScanStage StageOf(const analyzer::Finding& f) {
-  std::string_view stage = analyzer::RuleStage(f.rule);
-  if (stage == "blocklist_audit") return profile::ScanStage::kBlocklistAudit;
-  if (stage == "audit" || stage == "audit_patterns") return profile::ScanStage::kAuditPatterns;
-  return profile::ScanStage::kAstScan;
-}
-
-model::Violation ToViolation(const analyzer::Finding& f, profile::ScanStage stage) {
-  model::Violation v;
-  v.rule = f.rule;
-  v.message = f.message;
-  v.line = f.line;
-  v.col = f.col;
-  v.severity = std::string(analyzer::SeverityName(f.severity));
-  v.stage = std::string(profile::ScanStageName(stage));
-  v.compat = analyzer::FormatViolation(f);
-  return v;
 }
 
 model::ResourcesView ToResourcesView(const profile::Resources& r) {
@@ -219,6 +200,19 @@ model::RunReport ToRunReport(const exec::RunResult& r) {
 StatusOr<std::unique_ptr<Service>> Service::Create(ServiceOptions options) {
   if (options.host == nullptr) return InvalidArgument("Service::Create: no HostSetup given");
   if (options.profiles.empty()) return InvalidArgument("Service::Create: no profiles loaded");
+  // A misspelt rule id would make the approval policy hold nothing, silently.
+  for (const profile::Profile& p : options.profiles.profiles()) {
+    for (const std::string& rule : p.approval.rules) {
+      if (analyzer::FindRule(rule) != nullptr || rule == "no_static_check") continue;
+      std::string known;
+      for (const analyzer::RuleInfo& r : analyzer::RuleCatalog()) {
+        known += (known.empty() ? "" : ", ") + std::string(r.id);
+      }
+      return InvalidArgument("profile '" + p.name + "' (" + p.source + "): approval.rules: '" + rule +
+                             "' is not a rule of the analyzer (the rules: " + known +
+                             ", no_static_check; docs/api.md \"Analyzer rules\")");
+    }
+  }
   // Returned files travel on the channel as base64 (4/3) with their paths
   // (at most ~24 KiB each once escaped): room for the largest profile's.
   size_t need = 0;
@@ -270,9 +264,15 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   if (!req.language.empty()) {
     std::optional<profile::Language> asked = profile::LanguageFromName(req.language);
     if (!asked || !p->AllowsLanguage(*asked)) {
+      std::string others;
+      for (const profile::Profile& q : options_.profiles.profiles()) {
+        if (asked && q.AllowsLanguage(*asked)) others += (others.empty() ? "" : ", ") + q.name;
+      }
       out.error = Invalid("language", "language: '" + req.language.substr(0, 64) + "' is not allowed by profile " +
-                                          p->name + " (it allows: " + LanguageList(p->languages) +
-                                          "); pick one of those or a profile that allows it");
+                                          p->name + " (it allows: " + LanguageList(p->languages) + "); " +
+                                          (!asked ? std::string("the languages are python, javascript and bash")
+                                           : others.empty() ? "no profile of this server allows it"
+                                                            : "profiles that allow it: " + others));
       return out;
     }
     language = *asked;
@@ -346,7 +346,8 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   const std::string& code = python && analyzer::RemoveCellIndent(req.code, &dedented, &indent) ? dedented : req.code;
 
   // 5. Static analysis under the profile's modes.
-  std::vector<model::Violation> rejecting, warnings;
+  PolicyFindings findings;
+  std::optional<model::Violation> syntax_error;
   auto an = analyzers_.find(p->name);
   if (!python) {
     // The analyzer reads Python only: say so rather than let silence pass for a clean check.
@@ -357,33 +358,28 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     v.severity = "info";
     v.stage = "ast_scan";
     v.compat = v.rule + ": " + v.message;
-    warnings.push_back(std::move(v));
-  } else if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
-    analyzer::Result r = an->second.Analyze(code);
-    for (analyzer::Finding& f : r.findings) {
-      f.col = indent.OriginalColumn(f.line, f.col);  // where the client sees it
-      profile::ScanStage stage = StageOf(f);
-      bool listed = std::find(p->scan_stages.pre.begin(), p->scan_stages.pre.end(), stage) != p->scan_stages.pre.end();
-      // Syntax-level findings belong to ast_scan; without it, Python reports them at run time.
-      if (!listed) continue;
-      profile::AuditMode mode = p->ModeOf(stage);
-      if (mode == profile::AuditMode::kOff) continue;
-      model::Violation v = ToViolation(f, stage);
-      if (f.severity == analyzer::Severity::kError && mode == profile::AuditMode::kEnforce) {
-        rejecting.push_back(std::move(v));
-      } else {
-        warnings.push_back(std::move(v));
-      }
+    findings.warnings.push_back(std::move(v));
+  } else if (an != analyzers_.end()) {
+    findings = CheckPolicy(an->second, *p, code);
+    // Where the client sees each finding: the column in the cell as sent.
+    for (auto* list : {&findings.rejecting, &findings.warnings}) {
+      for (model::Violation& v : *list) v.col = indent.OriginalColumn(v.line, v.col);
     }
+    // A syntax error: Python's own report of it, as a run's error, whatever
+    // the profile (the code is compiled in the sandbox and never run).
+    syntax_error = TakeSyntaxError(&findings);
   }
+  std::vector<model::Violation>& rejecting = findings.rejecting;
+  std::vector<model::Violation>& warnings = findings.warnings;
   // Approval: rejecting findings of rules the profile lists hold the request
-  // for a person instead; any other rejecting finding still rejects it.
+  // for a person instead; any other rejecting finding still rejects it. Code
+  // that only has its syntax checked runs nothing: never held.
   const profile::Approval& approval = p->approval;
-  bool held = approval.policy == profile::ApprovalPolicy::kAlways;
+  bool held = approval.policy == profile::ApprovalPolicy::kAlways && !syntax_error;
   bool all_held = !rejecting.empty();
   for (const model::Violation& v : rejecting) all_held = all_held && approval.Holds(v.rule);
   if (all_held) held = true;
-  if (approval.policy == profile::ApprovalPolicy::kOnFindings) {
+  if (approval.policy == profile::ApprovalPolicy::kOnFindings && !syntax_error) {
     for (const model::Violation& v : warnings) held = held || approval.Holds(v.rule);
     // Code the analyzer cannot read cannot be shown free of the listed
     // findings: a person decides (fail closed).
@@ -392,6 +388,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   if (!rejecting.empty() && !all_held) {
     out.verdict = Verdict::kRejected;
     out.error = model::ApiError{model::ErrorKind::kPolicy, "Code validation failed", ""};
+    NameAllowingProfiles(analyzers_, options_.profiles, p->name, code, &rejecting);
     out.violations = std::move(rejecting);
     return out;
   }
@@ -424,7 +421,8 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   // imports are allowed by the runner's hook anyway, so nothing changes for
   // user code.
   cfg.capture_figures = p->matplotlib;
-  cfg.line_buffered = req.stream_output;
+  cfg.stream = req.stream_output;
+  if (syntax_error) cfg.syntax_check = syntax_error->message;
   cfg.result_fd = 3;
   cfg.max_result_bytes = options_.max_result_bytes;
   cfg.max_result_values = static_cast<int64_t>(model::kMaxResultValues);
@@ -435,13 +433,16 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   plan->max_out_files = cfg.max_out_files;
   plan->max_out_bytes = cfg.max_out_bytes;
 
-  // Only Python has a warm path (a zygote is a warm CPython).
-  if (python && options_.pool != nullptr && options_.pool->Serves(p->name)) {
+  // Only Python has a warm path (a zygote is a warm CPython). The config with
+  // the code inline is also what a session's run is made from, warm or cold.
+  if (python) {
     model::RunnerConfig warm = cfg;
     warm.code = code;
     warm.code_path.clear();
     warm.preimport = p->preimport;  // imported in the zygote already: a no-op
-    if (!req.session_call) plan->warm_request = model::RunnerConfigToJson(warm);
+    if (!req.session_call && options_.pool != nullptr && options_.pool->Serves(p->name)) {
+      plan->warm_request = model::RunnerConfigToJson(warm);
+    }
     plan->warm_config = std::move(warm);
   }
 
@@ -453,7 +454,9 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     // The runner loaded from its build-time bytecode where there is some
     // (kBoot): compiling its source is a quarter of a cold run's CPU.
     const std::string_view bytecode = EmbeddedRunnerBytecode();
-    spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", bytecode.empty() ? kRunnerPath : kBootPath, kConfigPath};
+    // -X utf8: UTF-8 mode, as the zygote's interpreter has it (warm and cold runs alike).
+    spec.argv = {"/usr/bin/python3", "-I", "-B", "-S", "-X", "utf8",
+                 bytecode.empty() ? kRunnerPath : kBootPath, kConfigPath};
     spec.env = RunEnvironment();
     spec.files.push_back({kRunnerPath, std::string(EmbeddedRunner()), 0444});
     spec.files.push_back({runtime.code_path, code, 0444});
@@ -510,6 +513,7 @@ StatusOr<std::unique_ptr<exec::Execution>> Service::Start(Plan& plan) const {
   // The channel is made here, right before the launch, not when the request
   // was prepared: every run launched while a write end exists in this process
   // inherits a copy of it, which would hold the channel open past the run.
+  std::lock_guard<std::mutex> lock(launch_mu_);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe2 (result channel)");
   plan.events_read.reset(fds[0]);
@@ -582,6 +586,7 @@ StatusOr<model::ExecuteResponse> Service::Supervise(Plan& plan, std::unique_ptr<
                                                     const Disposer& dispose) const {
   ChannelBuffer channel(options_.max_event_bytes);
   bool channel_open = true;
+  int cancel_fd = plan.options.cancel_fd;  // airlock run's Ctrl-C
   while (!ex->Exited()) {
     // A warm run's program said it ended and closed its streams: answer now,
     // as the server's event loop does (RunDriver::CheckExit), and leave the
@@ -596,16 +601,20 @@ StatusOr<model::ExecuteResponse> Service::Supervise(Plan& plan, std::unique_ptr<
       }
     }
     int wait_ms = ex->OnTick();
-    struct pollfd fds[4];
+    struct pollfd fds[5];
     nfds_t n = 0;
-    for (int fd : {ex->stdout_fd(), ex->stderr_fd(), ex->pidfd(), channel_open ? plan.events_read.get() : -1}) {
+    for (int fd :
+         {ex->stdout_fd(), ex->stderr_fd(), ex->pidfd(), channel_open ? plan.events_read.get() : -1, cancel_fd}) {
       if (fd >= 0) fds[n++] = {fd, POLLIN, 0};
     }
     int r = ::poll(fds, n, wait_ms);
     if (r < 0 && errno != EINTR) return ErrnoError("poll");
     for (nfds_t i = 0; i < n && r > 0; ++i) {
       if (!fds[i].revents) continue;
-      if (fds[i].fd == plan.events_read.get()) {
+      if (fds[i].fd == cancel_fd) {
+        ex->Cancel(exec::KillReason::kCancelled, "the run was interrupted");
+        cancel_fd = -1;  // once
+      } else if (fds[i].fd == plan.events_read.get()) {
         channel_open = channel.ReadFrom(fds[i].fd);
         if (channel.overflowed()) ex->Cancel(exec::KillReason::kChannel, channel.overflow_detail());
       } else {
@@ -647,13 +656,32 @@ std::vector<model::PoolView> Service::Pools() const {
   return out;
 }
 
+std::vector<model::RuleView> Service::Rules() {
+  std::vector<model::RuleView> out;
+  for (const analyzer::RuleInfo& r : analyzer::RuleCatalog()) {
+    out.push_back({std::string(r.id), std::string(r.family), std::string(r.stage), std::string(r.severity),
+                   std::string(r.catches)});
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> Service::DoorDefaults() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (profile::Door d : profile::kDoors) {
+    out.emplace_back(std::string(profile::DoorName(d)), options_.profiles.DefaultFor(d).name);
+  }
+  return out;
+}
+
 std::vector<std::string> RunEnvironment() {
   // The BLAS/OpenMP thread counts keep a zygote single-threaded (a fork copies
-  // only the calling thread) and a run within its CPU share.
+  // only the calling thread) and a run within its CPU share. The locale and
+  // PYTHONUTF8 make text UTF-8 in every process of a run, whatever its
+  // language (a python3 the program starts, bash, node).
   return {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp",        "TMPDIR=/tmp",
           "LANG=C.UTF-8",                      "LC_ALL=C.UTF-8",   "USER=sandbox",
           "MPLBACKEND=Agg",                    "MPLCONFIGDIR=/tmp/.matplotlib",
-          "PYTHONIOENCODING=utf-8",            "OPENBLAS_NUM_THREADS=1",
+          "PYTHONIOENCODING=utf-8",            "PYTHONUTF8=1",     "OPENBLAS_NUM_THREADS=1",
           "OMP_NUM_THREADS=1",                 "MKL_NUM_THREADS=1"};
 }
 
@@ -695,7 +723,7 @@ std::vector<exec::PoolProfile> WarmPoolProfiles(const profile::ProfileSet& profi
   return out;
 }
 
-model::ProfileView Service::View(const profile::Profile& p) const {
+model::ProfileView Service::View(const profile::Profile& p, profile::Door door) const {
   model::ProfileView v;
   v.name = p.name;
   v.description = p.description;
@@ -718,7 +746,7 @@ model::ProfileView Service::View(const profile::Profile& p) const {
   }
   v.network = std::string(profile::NetworkName(p.network));
   v.matplotlib = p.matplotlib;
-  v.is_default = p.name == options_.profiles.default_name();
+  v.is_default = p.name == options_.profiles.DefaultFor(door).name;
   v.approval_policy = std::string(profile::ApprovalPolicyName(p.approval.policy));
   v.approval_rules = p.approval.rules;
   v.approval_expires_s = p.approval.expires_s;

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,14 @@ class Service {
   // null when the plan has no warm pool, its request is large, or no run is
   // ready right now (then call Start() where blocking is fine).
   std::unique_ptr<exec::Execution> TryStartWarmNow(Plan& plan) const;
+  // A session's run on the cold path (cold_session.cc): a fresh sandbox whose
+  // runner serves the session's calls, for when no warm run can be had (no
+  // pool: --pool-size 0, or none ready). `plan` is a Python request's
+  // (Prepare with any code); its limits and layers are the session's. The
+  // run's fd 3 is a socket: calls go in, result events come out
+  // (events_read and control are the server's end of it). Blocking (a launch:
+  // 10-50 ms), on any thread: launches are serialized with Start()'s.
+  StatusOr<exec::SessionHandOff> StartColdSession(const Plan& plan) const;
 
   // The response of a finished run.
   model::ExecuteResponse Complete(const Plan& plan, const exec::RunResult& result,
@@ -182,9 +191,14 @@ class Service {
                                              const Disposer& dispose = {}) const;
 
   const profile::ProfileSet& profiles() const { return options_.profiles; }
-  model::ProfileView View(const profile::Profile& profile) const;
+  // `default` in the view: whether it is `door`'s default profile.
+  model::ProfileView View(const profile::Profile& profile, profile::Door door = profile::Door::kExecute) const;
   // The warm pools (empty without one).
   std::vector<model::PoolView> Pools() const;
+  // Every rule the analyzer reports (GET /v1/rules).
+  static std::vector<model::RuleView> Rules();
+  // Each door's default profile, by DoorName ("execute": "minimal", ...).
+  std::vector<std::pair<std::string, std::string>> DoorDefaults() const;
   // The warm pool (null without one): sessions take their runs from it.
   exec::WarmPool* pool() const { return options_.pool; }
   size_t max_event_bytes() const { return options_.max_event_bytes; }
@@ -193,7 +207,11 @@ class Service {
   explicit Service(ServiceOptions options) : options_(std::move(options)) {}
 
   ServiceOptions options_;
-  std::map<std::string, analyzer::Analyzer, std::less<>> analyzers_;  // by profile name
+  // Held while a cold run's fds exist here and it is launched (Start,
+  // StartColdSession): a run cloned meanwhile would inherit the other's
+  // channel until its init closes what it inherited.
+  mutable std::mutex launch_mu_;
+  std::map<std::string, analyzer::Analyzer, std::less<>> analyzers_;  // by profile name (policy_check.h's AnalyzerMap)
   HostLanguages languages_;  // what this host can run besides Python
 };
 

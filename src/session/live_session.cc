@@ -59,6 +59,12 @@ LiveSession::LiveSession(exec::SessionHandOff handoff, const isolation::Spec& sp
     : h_(std::move(handoff)), run_(h_.run), spec_(spec), max_event_bytes_(max_event_bytes) {
   cancel_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   run_.report.mode = "session";
+  if (run_.program_pid <= 0 && !run_.adopted) {
+    // A cold session: the interpreter is its init's only child (nothing of
+    // the session's code has run yet, so nothing else can be).
+    auto children = isolation::ChildrenOfPidfd(run_.pidfd.get());
+    if (children.ok() && children->size() == 1) run_.program_pid = children->front();
+  }
   if (run_.program_pid > 0) {
     // Opened, then checked to be init's child still: a pidfd of a recycled
     // pid would not be (init has no other child), so the signal can only
@@ -85,6 +91,8 @@ void LiveSession::Kill(const std::string& reason) {
   killed_ = true;
   if (kill_reason_.empty()) kill_reason_ = reason;
   if (run_.pidfd) isolation::KillRun(run_);
+  // A cold session's init is our child: reaped here (a warm one is its zygote's).
+  if (!run_.adopted && run_.pid > 0) (void)isolation::Reap(run_);
 }
 
 std::string LiveSession::EndReason() {

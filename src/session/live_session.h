@@ -1,6 +1,7 @@
 // session::LiveSession: one session's run (a warm run made a session, see
-// exec::WarmPool::TakeSession and airlock_runner.py "Sessions") and the calls
-// into it, one at a time. It owns every process, the cgroup and (through the
+// exec::WarmPool::TakeSession, or a cold one, service::Service::
+// StartColdSession, when no warm run could be had; airlock_runner.py
+// "Sessions") and the calls into it, one at a time. It owns every process, the cgroup and (through the
 // run's mount namespace) the working directory of the session: destroying it
 // kills them all.
 //

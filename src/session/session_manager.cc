@@ -87,16 +87,6 @@ std::optional<std::unique_ptr<LiveSession>> SessionManager::NewRun(const std::st
     return std::nullopt;
   }
   service::Plan& plan = *p.plan;
-  if (plan.warm_request.empty() || svc_.pool() == nullptr) {
-    *error = {model::ErrorKind::kUnprocessable,
-              "profile '" + plan.profile_name +
-                  "' has no warm pool, and a session is a warm run: start the server with --pool-size 1 or more",
-              "profile"};
-    return std::nullopt;
-  }
-  model::RunnerConfig first = plan.warm_config;
-  first.code = "";
-  first.session = true;
   if (base.limits.disk) {
     *error = {model::ErrorKind::kUnprocessable,
               "limits.disk: a session's disk is its profile's (" + std::to_string(plan.limits.disk_bytes) +
@@ -104,24 +94,42 @@ std::optional<std::unique_ptr<LiveSession>> SessionManager::NewRun(const std::st
               "limits.disk"};
     return std::nullopt;
   }
-  exec::SessionHandOff h = svc_.pool()->TakeSession(plan.profile_name, plan.spec, model::RunnerConfigToJson(first));
+  // A warm run when the pool has one (or makes one within its wait), else a
+  // cold one: the same layers and limits, a python3 started for it (slower).
+  exec::SessionHandOff h;
+  if (svc_.pool() != nullptr && svc_.pool()->Serves(plan.profile_name)) {
+    model::RunnerConfig first = plan.warm_config;
+    first.code = "";
+    first.session = true;
+    h = svc_.pool()->TakeSession(plan.profile_name, plan.spec, model::RunnerConfigToJson(first));
+    if (!h.ok()) {
+      svc_.pool()->CountColdFallback(plan.profile_name);
+      log::Debug("session of profile " + plan.profile_name + ": cold path: " + h.why_not);
+    }
+  }
   if (!h.ok()) {
-    *error = {model::ErrorKind::kUnavailable,
-              "no warm run of profile '" + plan.profile_name + "' could be had for a session (" + h.why_not +
-                  "); retry shortly",
-              ""};
-    error->retry_after_s = 1;
-    return std::nullopt;
+    StatusOr<exec::SessionHandOff> cold = svc_.StartColdSession(plan);
+    if (!cold.ok()) {
+      log::Error("session of profile " + plan.profile_name + ": " + cold.status().ToString());
+      *error = {model::ErrorKind::kUnavailable,
+                "a session of profile '" + plan.profile_name + "' could not be started: " + cold.status().message() +
+                    "; retry shortly",
+                ""};
+      error->retry_after_s = 1;
+      return std::nullopt;
+    }
+    h = std::move(*cold);
   }
   *spec_out = plan.spec;
   return std::make_unique<LiveSession>(std::move(h), plan.spec, svc_.max_event_bytes());
 }
 
 Created SessionManager::Create(const std::string& owner, const std::string& route_key,
-                               const model::SessionCreateRequest& request) {
+                               const model::SessionCreateRequest& request, profile::Door door) {
   Created out;
   // The profile's limits as this request gets them (validated as /v1/execute validates them).
   model::ExecuteRequest probe = request.base;
+  if (!probe.profile) probe.profile = svc_.profiles().DefaultFor(door).name;
   probe.code = "pass";
   service::Prepared p = svc_.Prepare(probe, "session");
   if (p.verdict != service::Verdict::kRun) {
@@ -329,9 +337,9 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
   options.on_output = hooks.on_output;
   if (hooks.on_started) hooks.on_started();
   // The lean frame: the runner has the rest from the session's first request.
-  pending->call_ = LiveCall::Start(
-      std::move(live), model::RunnerCallFrameToJson(pending->plan_->code, pending->n_, req.stream_output, req.env),
-      pending->n_, std::move(options));
+  pending->call_ = LiveCall::Start(std::move(live),
+                                   model::RunnerCallFrameToJson(pending->plan_->warm_config, pending->n_),
+                                   pending->n_, std::move(options));
   return pending;
 }
 

@@ -1,6 +1,7 @@
 // session::SessionManager: every live session of a server (issue 10): their
 // ids, owners, caps, lifetimes (idle expiry, hard TTL) and the calls into them.
-// Each session is a LiveSession (live_session.h) made from a warm pool's run.
+// Each session is a LiveSession (live_session.h) made from a warm pool's run,
+// or from a cold run when none can be had (no pool, none ready in its wait).
 //
 //   SessionManager mgr(service, options);       // starts its expiry thread
 //   auto made = mgr.Create(owner, route_key, create_request);   // blocking: a worker thread
@@ -113,7 +114,9 @@ class SessionManager {
   SessionManager(const service::Service& service, SessionOptions options);
   ~SessionManager();  // CloseAll()
 
-  Created Create(const std::string& owner, const std::string& route_key, const model::SessionCreateRequest& request);
+  // A request that names no profile gets `door`'s default (profile::ProfileSet::DefaultFor).
+  Created Create(const std::string& owner, const std::string& route_key, const model::SessionCreateRequest& request,
+                 profile::Door door = profile::Door::kApi);
   CallReply Execute(const std::string& id, const std::string& owner, const model::ExecuteRequest& request,
                     const std::string& request_id, const CallHooks& hooks);
   // Execute() in two halves around a loop-fed call (see the header comment):

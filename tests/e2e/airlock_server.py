@@ -17,7 +17,8 @@ each module once per mode):
   warm  the default pool: after /readyz answers 200, start() also waits until every pool
         listed in the /readyz body has a ready run, so runs really take the warm path.
   session  the default pool, and every execute() of a test goes through a session instead:
-        a fresh session of the request's profile, a first call (`pass`), then the test's
+        a fresh session of the request's profile (for /execute without one, minimal, that
+        door's default), a first call (`pass`), then the test's
         code as the session's second call (the session is deleted after). Security tests
         run so (CMakeLists.txt lists which modules) show that a session's later calls are
         held exactly as a one-shot run; `isolation.mode` is "session".
@@ -436,6 +437,8 @@ class AirlockServer:
         """Runs `code` as the second call of a new session made with `fields` (profile,
         limits); returns (status, body) of that call, in the /execute shape when `compat`."""
         create = {k: v for k, v in fields.items() if k in ("profile", "limits", "language")}
+        if compat:
+            create.setdefault("profile", "minimal")  # /execute's default, which a session does not have
         deadline = time.monotonic() + scaled(60)
         while True:
             status, _, data = self.post_json("/v1/sessions", create)

@@ -64,12 +64,18 @@ class TestPeerContract(unittest.TestCase):
         self.assertEqual(body["error"], "Code validation failed")
         self.assertIsInstance(body["violations"], list)
         self.assertTrue(body["violations"])
-        self.assertIn("Line 1: import of 'os' is not allowed (not in allowed imports)", body["violations"])
+        # The sidecar's wording, then where the code would run (issue 25).
+        self.assertIn("Line 1: import of 'os' is not allowed (not in allowed imports) in profile 'minimal'; "
+                      "allowed in: general", body["violations"])
 
     def test_syntax_error(self):
+        # Python's own SyntaxError as the run's error, as under every profile (issue 25; the
+        # sidecar answers 400 with its analyzer's wording).
         status, body = server.execute("def foo(")
-        self.assertEqual(status, 400)
-        self.assertTrue(any("SyntaxError" in v for v in body["violations"]), body)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["exit_code"], 1)
+        self.assertTrue(body["error"].startswith("SyntaxError: "), body)
+        self.assertIn("(main.py, line 1)", body["error"])
 
     def test_timeout_too_large(self):
         status, body = server.execute("print(1)", timeout=60)
@@ -231,7 +237,7 @@ class TestStatusCodes(unittest.TestCase):
 class TestV1Execute(unittest.TestCase):
     def test_success_shape(self):
         server.wait_pools_ready()  # warm mode: a run is ready, so this one is handed over
-        status, body = server.execute("print('hi')\n21 * 2", path="/v1/execute")
+        status, body = server.execute("print('hi')\n21 * 2", path="/v1/execute", profile="minimal")
         self.assertEqual(status, 200)
         self.assertEqual(body["stdout"], "hi\n")
         self.assertEqual(body["exit_code"], 0)
@@ -284,7 +290,7 @@ class TestV1Execute(unittest.TestCase):
             self.assertNotIn(leak, body["stderr"])
 
     def test_violation_objects(self):
-        status, body = server.execute("import os\nimport subprocess", path="/v1/execute")
+        status, body = server.execute("import os\nimport subprocess", path="/v1/execute", profile="minimal")
         self.assertEqual(status, 400)
         self.assertEqual(body["error"], "Code validation failed")
         v = body["violations"][0]
@@ -388,7 +394,8 @@ class TestProfiles(unittest.TestCase):
         status, _, data = server.get("/v1/profiles")
         self.assertEqual(status, 200)
         body = json.loads(data)
-        self.assertEqual(body["default"], "minimal")
+        self.assertEqual(body["default"], "general")  # /v1's default; /execute's is minimal (issue 25)
+        self.assertEqual(body["defaults"]["execute"], "minimal")
         names = [p["name"] for p in body["profiles"]]
         self.assertIn("minimal", names)
         self.assertIn("data-science", names)

@@ -32,7 +32,7 @@ SECRET_NAME = "AIRLOCK_SECRET_TEST"
 SECRET_VALUE = "server-secret-" + secrets.token_hex(8)
 # The fixed environment of a run (DESIGN §4.7, docs/security.md): nothing else may be there.
 RUN_ENV_KEYS = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "USER", "MPLBACKEND", "MPLCONFIGDIR",
-                "PYTHONIOENCODING"}
+                "PYTHONIOENCODING", "PYTHONUTF8"}
 
 server = None
 

@@ -151,6 +151,43 @@ class TestResultShape(LanguageRun):
 
                 self.assertEqual(base64.b64decode(out["out.txt"]["content"]), b"A,B\n1,2\n")
 
+    def test_text_is_utf8(self):
+        # Issue 25: file contents, file names, an input file and a child's text, in UTF-8.
+        text, name = "café ✓ 日本", "données-日本.txt"
+        cases = {
+            "javascript": ("const fs = require('fs'), cp = require('child_process');\n"
+                           f"fs.writeFileSync({json.dumps(name)}, {json.dumps(text)});\n"
+                           f"if (!fs.readdirSync('.').includes({json.dumps(name)})) process.exit(5);\n"
+                           f"if (fs.readFileSync({json.dumps(name)}, 'utf8') !== {json.dumps(text)}) process.exit(6);\n"
+                           "console.log(fs.readFileSync('in.txt', 'utf8'));\n"
+                           "console.log(cp.execFileSync('/usr/bin/cat', ['in.txt'], {encoding: 'utf8'}));\n"
+                           "console.log(process.env.LANG, process.env.LC_ALL);\n"),
+            "bash": (f"printf '%s' '{text}' > '{name}'\n"
+                     f"ls | grep -qx '{name}' || exit 5\n"
+                     f"[ \"$(cat '{name}')\" = '{text}' ] || exit 6\n"
+                     "cat in.txt; echo\n"
+                     "python3 -c 'import sys; print(open(\"in.txt\").read())'\n"
+                     "echo $LANG $LC_ALL\n"),
+        }
+        for language, code in cases.items():
+            with self.subTest(language=language):
+                body = self.run_code(language, code, files=[{"path": "in.txt", "content": text}])
+                self.assertEqual(body["stdout"], f"{text}\n{text}\nC.UTF-8 C.UTF-8\n")
+
+    def test_output_printed_before_a_kill_is_kept(self):
+        # Issue 25: node writes to a pipe synchronously on Linux and bash's echo is unbuffered.
+        cases = {
+            "javascript": ("console.log('before'); console.error('err-before');\n"
+                           "const a = []; while (true) a.push(new Array(1e6).fill(1.5));\n", "memory"),
+            "bash": ("echo before; echo err-before >&2\nwhile true; do :; done\n", "timeout"),
+        }
+        for language, (code, reason) in cases.items():
+            with self.subTest(language=language):
+                body = self.run_code(language, code, timeout=5 if reason == "timeout" else 30, expect_exit=None)
+                self.assertEqual(body["kill_reason"], reason, body)
+                self.assertEqual(body["stdout"], "before\n")
+                self.assertEqual(body["stderr"], "err-before\n")
+
     def test_language_rules(self):
         # A profile lists its languages: minimal allows python alone.
         status, body = server.execute("console.log(1)", path="/v1/execute", profile="minimal", language="javascript")

@@ -153,6 +153,23 @@ class TestEvents(StreamCase):
         self.assertEqual(events[-2], errors[0])
         self.assertEqual(end["error"], {k: errors[0][k] for k in ("name", "value", "traceback")})
         self.assertEqual(end["exit_code"], 1)
+        # The traceback arrives once, as the error event (E2B's shape), not also as stderr.
+        self.assertEqual(text_of(events, "stderr"), "", events)
+        self.assertEqual(end["stderr"], "")
+        self.assertEqual(text_of(events, "stdout"), "before\n")
+
+    def test_an_exception_is_sent_once_over_sse_too(self):
+        conn, resp = open_stream({"code": "print('before')\n1 / 0\n"}, accept=SSE)
+        try:
+            self.assertEqual(resp.status, 200)
+            body = resp.read().decode("utf-8")
+        finally:
+            conn.close()
+        kinds = [line[len("event: "):] for line in body.split("\n") if line.startswith("event: ")]
+        self.assertEqual(kinds.count("error"), 1, body)
+        self.assertNotIn("stderr", kinds, body)
+        self.assertEqual(body.count("ZeroDivisionError: division by zero"), 2, "the error event's traceback "
+                         "and the final event's copy of the same error, nothing more")
 
     def test_figures_are_result_events(self):
         code = ("import matplotlib.pyplot as plt\n"

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -187,10 +188,11 @@ TEST_F(CliTest, JsonResultHasEveryField) {
 }
 
 TEST_F(CliTest, JsonReportsMemoryKill) {
-  Output o = RunCli("run --json --memory 48M -", "x = []\nwhile True: x.append(bytearray(1 << 20))\n");
+  Output o = RunCli("run --json --memory 48M -", "print('before')\nx = []\nwhile True: x.append(bytearray(1 << 20))\n");
   ASSERT_EQ(o.exit_code, 0) << o.out;
   auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["kill_reason"], "memory");
+  EXPECT_EQ(j["stdout"], "before\n");  // printed before the kill: kept (issue 25)
   EXPECT_EQ(j["signal"], 9);
   EXPECT_THAT(j["kill_detail"].get<std::string>(), HasSubstr("memory limit"));
 }
@@ -202,12 +204,59 @@ TEST_F(CliTest, InvalidUtf8OutputIsReplacedInJson) {
   EXPECT_EQ(j["stdout"], "ok \xEF\xBF\xBD\xEF\xBF\xBD end");
 }
 
-TEST_F(CliTest, BadFlagsAreUsageErrors) {
-  EXPECT_EQ(RunCli("run --memory lots -", "print(1)").exit_code, 2);
-  EXPECT_EQ(RunCli("run --allow-degraded=seccomp -", "print(1)").exit_code, 2);
+// Whatever stops airlock from running the program is 125 (the README's
+// promise), never a code the program could exit with.
+TEST_F(CliTest, AirlocksOwnFailuresAre125) {
+  EXPECT_EQ(RunCli("run --memory lots -", "print(1)").exit_code, 125);
+  EXPECT_EQ(RunCli("run --allow-degraded=seccomp -", "print(1)").exit_code, 125);
+  EXPECT_EQ(RunCli("run --no-such-flag -", "print(1)").exit_code, 125);
   Output o = RunCli("run /nonexistent/file.py");
-  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_EQ(o.exit_code, 125);
   EXPECT_THAT(o.out, HasSubstr("cannot read the program"));
+  EXPECT_EQ(RunCli("run --help").exit_code, 0);
+}
+
+// --profile, --language and --input run the program as POST /v1/execute
+// does: the profile's analyzer and languages, input files in the working
+// directory, the limit flags as the request's.
+TEST_F(CliTest, RunsThroughAProfile) {
+  const std::string profiles = std::string(" --profiles ") + AIRLOCK_SOURCE_DIR_DEFAULT + "/profiles ";
+  char dir_template[] = "/tmp/airlock-cli-input-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  {
+    std::ofstream f(dir + "/data.csv");
+    f << "a,b\n1,2\n";
+  }
+  Output py = RunCli("run" + profiles + "--input " + dir + "/data.csv --input " + dir + "/data.csv=in/copy.csv -",
+                     "import sys\nprint(open('data.csv').read() == open('in/copy.csv').read())\nsys.exit(4)\n");
+  EXPECT_EQ(py.exit_code, 4) << py.out;
+  EXPECT_EQ(py.out, "True\n");
+  Output bash = RunCli("run" + profiles + "--language bash --input " + dir + "/data.csv -", "tail -n 1 data.csv\n");
+  EXPECT_EQ(bash.exit_code, 0) << bash.out;
+  EXPECT_EQ(bash.out, "1,2\n");
+  if (::access("/usr/bin/node", X_OK) == 0) {
+    Output js = RunCli("run" + profiles + "--language javascript -", "console.log([3, 1, 2].sort().join())\n");
+    EXPECT_EQ(js.exit_code, 0) << js.out;
+    EXPECT_EQ(js.out, "1,2,3\n");
+  }
+  // A refusal is airlock's: 125, the violation and where the code would run.
+  Output refused = RunCli("run" + profiles + "--profile minimal -", "import numpy\n");
+  EXPECT_EQ(refused.exit_code, 125);
+  EXPECT_THAT(refused.out, HasSubstr("import of 'numpy' is not allowed"));
+  EXPECT_THAT(refused.out, HasSubstr("allowed in: data-science, general, visualization"));
+  EXPECT_EQ(RunCli("run" + profiles + "--language cobol -", "x").exit_code, 125);
+  EXPECT_EQ(RunCli("run" + profiles + "--input /nonexistent.csv -", "x").exit_code, 125);
+  // The limit flags given are the request's; --json is /v1/execute's response.
+  Output j = RunCli("run --json" + profiles + "--profile general --timeout 1 -", "print('before')\nwhile True: pass\n");
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  auto body = nlohmann::json::parse(j.out);
+  EXPECT_EQ(body["kill_reason"], "timeout");
+  EXPECT_EQ(body["stdout"], "before\n");
+  EXPECT_EQ(body["profile"]["name"], "general");
+  EXPECT_EQ(body["profile"]["timeout_s"], 1.0);
+  ::unlink((dir + "/data.csv").c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST_F(CliTest, CheckReportsEveryLayerAndPasses) {
@@ -218,6 +267,18 @@ TEST_F(CliTest, CheckReportsEveryLayerAndPasses) {
     EXPECT_THAT(o.out, HasSubstr(row));
   }
   EXPECT_THAT(o.out, HasSubstr("python3 ran as uid 1000, pid 2"));
+  // The table's columns line up: every status starts where the header's does,
+  // after at least two spaces (a name as long as the column used to touch it).
+  std::istringstream lines(o.out);
+  std::string header, line;
+  std::getline(lines, header);
+  const size_t col = header.find("status");
+  ASSERT_NE(col, std::string::npos) << header;
+  while (std::getline(lines, line) && !line.empty()) {
+    ASSERT_GT(line.size(), col) << line;
+    EXPECT_EQ(line.substr(col - 2, 2), "  ") << line;
+    EXPECT_NE(line[col], ' ') << line;
+  }
   Output j = RunCli("check --json");
   auto items = nlohmann::json::parse(j.out);
   ASSERT_TRUE(items.is_array());
@@ -233,7 +294,7 @@ TEST_F(CliTest, CheckReportsEveryLayerAndPasses) {
 // change; a free one gives the run an id of it, and `check` names it.
 TEST_F(CliTest, UidRangeIsCheckedAndUsed) {
   Output bad = RunCli("run --uid-range 5:5 -", "print(1)");
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, 125);
   EXPECT_THAT(bad.out, HasSubstr("above 1000"));
   if (::geteuid() != 0) {
     Output o = RunCli("run --uid-range 1879048192:16 -", "print(1)");

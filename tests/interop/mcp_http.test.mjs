@@ -205,10 +205,17 @@ test("an indented cell with display(), an image and env vars, one-shot and in a 
 });
 
 test("a rejected import is isError with the violation", async () => {
-  const r = await call("execute_python", { code: "import subprocess\nsubprocess.run(['id'])" });
+  const r = await call("execute_python", { code: "import subprocess\nsubprocess.run(['id'])", profile: "minimal" });
   assert.equal(r.isError, true);
   assert.match(text(r), /line 1, column 8: import of 'subprocess' is not allowed/);
+  assert.match(text(r), /in profile 'minimal'; allowed in: general/);
   assert.equal(r.structuredContent.violations[0].rule, "import-not-allowed");
+});
+
+test("a call that names no profile runs under general, /mcp's default (--mcp-profile)", async () => {
+  const r = await call("execute_python", { code: "import sys, numpy\nopen('/etc/hostname').read().strip()" });
+  assert.equal(r.isError, false, text(r));
+  assert.equal(r.structuredContent.result, "'sandbox'");
 });
 
 test("code its profile holds for a person: a pending result with the approval id, run once approved", async () => {
@@ -242,7 +249,7 @@ test("code its profile holds for a person: a pending result with the approval id
 
 test("every execute_python through /mcp is in the audit log, with its token and verdict", async () => {
   await call("execute_python", { code: "print('audited')" });
-  await call("execute_python", { code: "import ctypes" });
+  await call("execute_python", { code: "import ctypes", profile: "minimal" });
   await new Promise((res) => setTimeout(res, 300));
   const mine = audit.filter((a) => a.route === "/mcp");
   assert.ok(mine.some((a) => a.verdict === "ran" && a.client.token === "interop" && a.code_sha256 && a.exit_code === 0),

@@ -86,10 +86,21 @@ test("a matplotlib figure comes back as image content (image/png)", async () => 
 });
 
 test("a rejected import is isError and names the violation with its line and column", async () => {
-  const r = await client.callTool({ name: "execute_python", arguments: { code: "import os\nos.system('id')" } });
+  const r = await client.callTool({ name: "execute_python",
+                                    arguments: { code: "import os\nos.system('id')", profile: "minimal" } });
   assert.equal(r.isError, true);
   assert.match(text(r), /line 1, column 8: import of 'os' is not allowed/);
+  // And where it would run (issue 25).
+  assert.match(text(r), /in profile 'minimal'; allowed in: general/);
+  assert.deepEqual(r.structuredContent.violations[0].allowed_in, ["general"]);
   assert.ok(r.structuredContent.violations.length >= 1);
+});
+
+test("a call that names no profile runs under general, MCP's default: open(), import sys", async () => {
+  const code = "import sys\nwith open('note.txt', 'w') as f:\n    f.write('caf\u00e9')\nopen('note.txt').read()";
+  const r = await client.callTool({ name: "execute_python", arguments: { code } });
+  assert.equal(r.isError, false, text(r));
+  assert.equal(r.structuredContent.result, "'caf\u00e9'");
 });
 
 test("a timeout kills the run and says so", async () => {
@@ -158,7 +169,7 @@ test("list_profiles lists the shipped profiles and their imports", async () => {
   assert.equal(r.isError, false);
   const names = r.structuredContent.profiles.map((p) => p.name).sort();
   assert.deepEqual(names, ["data-science", "general", "minimal", "visualization"]);
-  assert.match(text(r), /minimal \(default\)/);
+  assert.match(text(r), /general \(default\)/);
 });
 
 test("nothing but protocol messages reached stdout (the SDK would have failed to parse)", () => {

@@ -570,6 +570,31 @@ TEST(ProfileSetTest, DefaultIsMinimalAndSettable) {
   EXPECT_EQ(set->Default().name, "z");
 }
 
+// /execute keeps the fips sidecar's default (minimal); the agent doors get
+// general where it is loaded; --default-profile sets every door, a door's
+// own flag that door alone.
+TEST(ProfileSetTest, EachDoorHasItsDefault) {
+  StatusOr<ProfileSet> set = ParseSet(
+      {{"z.yaml", "name: z\n"}, {"minimal.yaml", "name: minimal\n"}, {"general.yaml", "name: general\nimports: any\n"}});
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->DefaultFor(Door::kExecute).name, "minimal");
+  EXPECT_EQ(set->Default().name, "minimal");
+  for (Door d : {Door::kApi, Door::kMcp, Door::kE2b}) EXPECT_EQ(set->DefaultFor(d).name, "general") << DoorName(d);
+  ASSERT_TRUE(set->SetDefaultFor(Door::kMcp, "z").ok());
+  EXPECT_EQ(set->DefaultFor(Door::kMcp).name, "z");
+  EXPECT_EQ(set->DefaultFor(Door::kApi).name, "general");
+  ASSERT_TRUE(set->SetDefault("z").ok());
+  for (Door d : kDoors) EXPECT_EQ(set->DefaultFor(d).name, "z") << DoorName(d);
+  ASSERT_TRUE(set->SetDefaultFor(Door::kExecute, "minimal").ok());
+  EXPECT_EQ(set->Default().name, "minimal");
+  EXPECT_EQ(set->DefaultFor(Door::kE2b).name, "z");
+  EXPECT_EQ(set->SetDefaultFor(Door::kApi, "nope").code(), ErrorCode::kNotFound);
+  // Without a general profile every door has /execute's default.
+  StatusOr<ProfileSet> plain = ParseSet({{"z.yaml", "name: z\n"}, {"minimal.yaml", "name: minimal\n"}});
+  ASSERT_TRUE(plain.ok());
+  for (Door d : kDoors) EXPECT_EQ(plain->DefaultFor(d).name, "minimal") << DoorName(d);
+}
+
 // --- the file system ------------------------------------------------------
 
 class LoadProfilesTest : public testing::Test {
@@ -644,20 +669,42 @@ TEST(ApprovalProfileTest, DefaultsToNever) {
 
 TEST(ApprovalProfileTest, ParsesAndInherits) {
   Profile p = Parse(
-      "name: t\napproval:\n  policy: on_findings\n  rules: [dunder, import-not-allowed, dunder]\n"
+      "name: t\napproval:\n  policy: on_findings\n  rules: [dunder, blocked-call, dunder]\n"
       "  expires: 90\n  self_approve: true\n");
   EXPECT_EQ(p.approval.policy, ApprovalPolicy::kOnFindings);
-  EXPECT_EQ(p.approval.rules, (std::vector<std::string>{"dunder", "import-not-allowed"}));
+  EXPECT_EQ(p.approval.rules, (std::vector<std::string>{"blocked-call", "dunder"}));
   EXPECT_DOUBLE_EQ(p.approval.expires_s, 90);
   EXPECT_TRUE(p.approval.self_approve);
   EXPECT_TRUE(p.approval.Holds("dunder"));
-  EXPECT_FALSE(p.approval.Holds("blocked-call"));
+  EXPECT_FALSE(p.approval.Holds("import-not-allowed"));
   StatusOr<ProfileSet> set = ParseSet(
       {{"base.yaml", kRoot}, {"gated.yaml", "extends: base\napproval:\n  policy: always\n"},
        {"child.yaml", "extends: gated\n"}});
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_EQ(set->Find("child")->approval.policy, ApprovalPolicy::kAlways);
   EXPECT_EQ(set->Find("base")->approval.policy, ApprovalPolicy::kNever);
+}
+
+// Holding "import-not-allowed" for a person while the runtime import hook
+// refuses the same imports would have people approve code that then fails:
+// refused at load, saying why; allowed where the hook only observes, or where
+// there is no allowlist.
+TEST(ApprovalProfileTest, HoldingImportsTheHookRefusesIsAnError) {
+  EXPECT_EQ(Error("name: t\nimports:\n  allowed: [math]\napproval:\n  policy: on_findings\n"
+                  "  rules: [import-not-allowed]\n"),
+            "profiles/t.yaml:6: approval.rules: 'import-not-allowed' holds code for a person's approval, but this "
+            "profile's runtime import hook (audit.mode.runtime_imports: enforce) refuses those same imports when the "
+            "code runs, so approved code would fail at its first such import; remove the rule, add the modules to "
+            "the profile's imports, or set audit.mode.runtime_imports: observe (the approval is then the check)");
+  Profile observed = Parse("name: t\nimports:\n  allowed: [math]\naudit:\n  mode:\n    runtime_imports: observe\n"
+                           "approval:\n  policy: on_findings\n  rules: [import-not-allowed]\n");
+  EXPECT_TRUE(observed.approval.Holds("import-not-allowed"));
+  Profile any = Parse("name: t\nimports: any\napproval:\n  policy: on_findings\n  rules: [import-not-allowed]\n");
+  EXPECT_TRUE(any.approval.Holds("import-not-allowed"));
+  // Inherited: the child that holds what its parent's hook refuses is the one refused.
+  EXPECT_THAT(SetError({{"p/base.yaml", "imports:\n  allowed: [math]\n"},
+                        {"p/held.yaml", "extends: base\napproval:\n  policy: always\n  rules: [import-not-allowed]\n"}}),
+              HasSubstr("p/held.yaml:4: approval.rules: 'import-not-allowed' holds code"));
 }
 
 TEST(ApprovalProfileTest, BadValuesAreErrors) {

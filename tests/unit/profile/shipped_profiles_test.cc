@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "profile/limits.h"
 #include "profile/loader.h"
 
@@ -57,6 +60,27 @@ TEST_F(ShippedProfilesTest, AllLoadAndMinimalIsTheDefault) {
     }
     EXPECT_TRUE(p.scan_stages.post.empty());
   }
+}
+
+// minimal.yaml is the commented reference of the profile format: every
+// top-level key the loader takes is there, set or in a comment (issue 25:
+// `approval` was in none).
+TEST_F(ShippedProfilesTest, MinimalCommentsEveryKey) {
+  std::ifstream f(std::string(AIRLOCK_TEST_PROFILES_DIR) + "/minimal.yaml");
+  ASSERT_TRUE(f);
+  std::stringstream text;
+  text << "\n" << f.rdbuf();
+  for (const char* key : {"name", "description", "imports", "blocklist", "preimport", "resources", "scan_stages",
+                          "audit", "languages", "language_resources", "network", "files", "sessions", "matplotlib",
+                          "approval"}) {
+    const std::string k = key;
+    EXPECT_TRUE(text.str().find("\n" + k + ":") != std::string::npos ||
+                text.str().find("\n#   " + k + ":") != std::string::npos ||
+                text.str().find("\n# " + k + ":") != std::string::npos)
+        << "profiles/minimal.yaml does not show the key " << k;
+  }
+  // And its approval block says where the rule ids are listed.
+  EXPECT_NE(text.str().find("GET /v1/rules"), std::string::npos);
 }
 
 TEST_F(ShippedProfilesTest, MinimalMatchesThePeer) {

@@ -284,6 +284,25 @@ class ErrorTest(unittest.TestCase):
             {"type": "end", "exit_code": 1},
         ])
 
+    def test_syntax_check_reports_pythons_syntax_error_and_runs_nothing(self):
+        r = run("print('ran')\nprint((1\n", syntax_check="SyntaxError: '(' was never closed (line 2)")
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(r.error["name"], "SyntaxError")
+        self.assertEqual(r.error["value"], "'(' was never closed (main.py, line 2)")
+        plain = run("print('ran')\nprint((1\n")
+        self.assertEqual((r.rc, r.stdout, r.stderr, r.events), (plain.rc, plain.stdout, plain.stderr, plain.events),
+                         "the same report as a plain run's")
+
+    def test_syntax_check_of_code_python_compiles_runs_nothing(self):
+        # The analyzer saw a syntax error Python does not: the code is not run either.
+        r = run("print('ran')\n", syntax_check="SyntaxError: made up (line 1)")
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(r.error["name"], "AirlockAnalyzerError")
+        self.assertIn("SyntaxError: made up (line 1)", r.error["value"])
+        self.assertIn("was not run", r.stderr)
+
     def test_syntax_errors_are_what_python_prints(self):
         programs = {
             "unclosed": "x = (\n",
@@ -541,13 +560,28 @@ class FigureTest(unittest.TestCase):
 class OutputTest(unittest.TestCase):
     CODE = "import sys\nprint('a')\nprint('b', file=sys.stderr)\nprint('c')\n1/0\n"
 
-    def test_block_buffered_by_default_flushed_before_the_traceback(self):
-        r = run(self.CODE, merge_stderr=True)
-        self.assertTrue(r.stdout.startswith("b\na\nc\nTraceback"), r)
-
     def test_line_buffered_keeps_order(self):
-        r = run(self.CODE, merge_stderr=True, line_buffered=True)
+        # stdout is line-buffered in every run: each line is written when printed, so the
+        # interleaving with stderr is the program's (a block-buffered stdout printed b first).
+        r = run(self.CODE, merge_stderr=True)
         self.assertTrue(r.stdout.startswith("a\nb\nc\nTraceback"), r)
+
+    def test_a_line_is_written_before_the_process_is_killed(self):
+        # What was printed survives a SIGKILL (a timeout, an out-of-memory kill): a
+        # block-buffered stdout lost it.
+        r = run("import os, signal\nprint('before')\nos.kill(os.getpid(), signal.SIGKILL)\n")
+        self.assertEqual(r.rc, -9, r)
+        self.assertEqual(r.stdout, "before\n")
+
+    def test_streamed_traceback_is_the_error_event_only(self):
+        # E2B's shape: a streamed run's traceback arrives once, as the error event.
+        r = run(self.CODE, stream=True)
+        self.assertEqual(r.stdout, "a\nc\n")
+        self.assertEqual(r.stderr, "b\n")
+        self.assertEqual(r.error["name"], "ZeroDivisionError")
+        self.assertIn("1/0", r.error["traceback"])
+        plain = run(self.CODE)
+        self.assertIn("ZeroDivisionError: division by zero", plain.stderr)
 
     def test_output_is_utf8(self):
         r = run("print('caf\u00e9 \u2713')\n")

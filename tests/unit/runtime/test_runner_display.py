@@ -318,7 +318,7 @@ class EnvTest(unittest.TestCase):
     def test_env_is_seen_by_the_code_and_its_children(self):
         r = run("import os, subprocess\nprint(os.environ['GREETING'])\n"
                 "subprocess.run(['/bin/sh', '-c', 'echo $GREETING-$OTHER'])\nos.getenv('OTHER')\n",
-                env={"GREETING": "hi there", "OTHER": "ü"}, line_buffered=True)
+                env={"GREETING": "hi there", "OTHER": "ü"}, stream=True)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(r.stdout, "hi there\nhi there-ü\n")
         self.assertEqual(r.main, {"text/plain": "'ü'"})

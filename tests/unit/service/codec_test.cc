@@ -457,9 +457,13 @@ TEST(RunnerConfig, EnvValuesAndTheCallFrame) {
   c.env = {{"A", "1"}, {"B", "two words"}};
   j = RunnerConfigToJson(c);
   EXPECT_NE(j.find(R"("env":{"A":"1","B":"two words"})"), std::string::npos) << j;
-  EXPECT_EQ(RunnerCallFrameToJson("x", 3, true), R"({"call":3,"code":"x","frame":"call","line_buffered":true})");
-  EXPECT_EQ(RunnerCallFrameToJson("x", 3, false, {{"K", "v"}}),
-            R"({"call":3,"code":"x","env":{"K":"v"},"frame":"call","line_buffered":false})");
+  RunnerConfig call;
+  call.code = "x";
+  call.stream = true;
+  EXPECT_EQ(RunnerCallFrameToJson(call, 3), R"({"call":3,"code":"x","frame":"call","stream":true})");
+  call.stream = false;
+  call.env = {{"K", "v"}};
+  EXPECT_EQ(RunnerCallFrameToJson(call, 3), R"({"call":3,"code":"x","env":{"K":"v"},"frame":"call","stream":false})");
 }
 
 TEST(RunnerConfig, Json) {

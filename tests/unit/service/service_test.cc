@@ -253,7 +253,11 @@ TEST_F(ServiceTest, EnforceRejectsObserveWarns) {
   ASSERT_EQ(p.verdict, Verdict::kRejected);
   ASSERT_GE(p.violations.size(), 2u);
   EXPECT_EQ(p.violations[0].rule, "import-not-allowed");
-  EXPECT_EQ(p.violations[0].compat, "Line 1: import of 'os' is not allowed (not in allowed imports)");
+  // The refusal names where the code's finding would not refuse it: watch only observes.
+  EXPECT_EQ(p.violations[0].compat,
+            "Line 1: import of 'os' is not allowed (not in allowed imports) in profile 'strict'; allowed in: watch");
+  ASSERT_TRUE(p.violations[0].allowed_in.has_value());
+  EXPECT_EQ(*p.violations[0].allowed_in, std::vector<std::string>{"watch"});
   bool blocklist = false;
   for (const auto& v : p.violations) blocklist = blocklist || v.stage == "blocklist_audit";
   EXPECT_TRUE(blocklist);
@@ -306,6 +310,83 @@ TEST_F(ServiceTest, EnvGoesToTheRunnerUnlessTheSandboxReservesTheName) {
   }
   for (const char* name : {"MODE", "PATHS", "HOMEDIR", "LANGUAGE_X", "ENVIRONMENT", "L", "NODE_ENV"}) {
     EXPECT_EQ(ReservedEnvName(name), "") << name;
+  }
+}
+
+// Every refusal says which of the server's profiles would run the finding,
+// or that none would; only refusing findings carry the list.
+TEST_F(ServiceTest, RefusalsNameTheProfilesThatAllowEachFinding) {
+  Prepared p = Prep("import math\nmath.factorial(3)\nimport os\n");
+  ASSERT_EQ(p.verdict, Verdict::kRejected);
+  ASSERT_EQ(p.violations.size(), 2u);
+  EXPECT_EQ(p.violations[0].rule, "blocklist");  // strict's blocklist: watch and zfiles have none
+  EXPECT_EQ(*p.violations[0].allowed_in, (std::vector<std::string>{"watch", "zfiles"}));
+  EXPECT_NE(p.violations[0].message.find("in profile 'strict'; allowed in: watch, zfiles"), std::string::npos)
+      << p.violations[0].message;
+  EXPECT_EQ(p.violations[1].rule, "import-not-allowed");
+  EXPECT_EQ(*p.violations[1].allowed_in, std::vector<std::string>{"watch"});  // zfiles enforces its allowlist
+  // A finding no profile lets through.
+  p = Prep("import os\n", std::nullopt, "zfiles");
+  ASSERT_EQ(p.verdict, Verdict::kRejected);
+  EXPECT_EQ(*p.violations[0].allowed_in, std::vector<std::string>{"watch"});
+  p = Prep("eval('1')\n", std::nullopt, "zfiles");
+  ASSERT_EQ(p.verdict, Verdict::kRejected);
+  ASSERT_EQ(p.violations[0].rule, "blocked-call");
+  EXPECT_EQ(*p.violations[0].allowed_in, std::vector<std::string>{"watch"});
+  // Warnings carry none.
+  p = Prep("import os\n", std::nullopt, "watch");
+  ASSERT_EQ(p.verdict, Verdict::kRun);
+  EXPECT_FALSE(p.plan->warnings[0].allowed_in.has_value());
+}
+
+// A syntax error is Python's to report, whatever the profile: the code runs
+// with syntax_check set (compiled, never run), its other findings reported.
+TEST_F(ServiceTest, SyntaxErrorsRunAsASyntaxCheck) {
+  Prepared p = Prep("import os\nprint((1\n");
+  ASSERT_EQ(p.verdict, Verdict::kRun) << p.error.message;
+  ASSERT_TRUE(p.plan->warm_config.syntax_check.has_value());
+  EXPECT_NE(p.plan->warm_config.syntax_check->find("'(' was never closed"), std::string::npos);
+  EXPECT_NE(p.plan->spec.files[2].content.find(R"("syntax_check":"SyntaxError: )"), std::string::npos);
+  ASSERT_EQ(p.plan->warnings.size(), 1u);  // the refused import, still reported
+  EXPECT_EQ(p.plan->warnings[0].rule, "import-not-allowed");
+  // Code that parses is analyzed and refused as before.
+  p = Prep("import os\nprint((1))\n");
+  EXPECT_EQ(p.verdict, Verdict::kRejected);
+  // A profile that holds every request does not hold code that only has its syntax checked.
+  auto set = profile::ParseProfiles({{"gated.yaml", "name: gated\nimports: {allowed: [math]}\napproval: {policy: always}\n"}});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  ServiceOptions o;
+  o.profiles = std::move(*set);
+  o.host = &host_;
+  auto gated = Service::Create(std::move(o));
+  ASSERT_TRUE(gated.ok());
+  model::ExecuteRequest r;
+  r.code = "print((1\n";
+  EXPECT_EQ((*gated)->Prepare(r, "req").verdict, Verdict::kRun);
+  r.code = "print(1)\n";
+  EXPECT_EQ((*gated)->Prepare(r, "req").verdict, Verdict::kNeedsApproval);
+}
+
+// A misspelt approval rule would hold nothing: the server refuses to start and lists the rules.
+TEST(ServiceCreateTest, ApprovalRulesMustBeRulesOfTheAnalyzer) {
+  isolation::HostSetup host;
+  for (const char* rule : {"blocked_call", "blocked-call"}) {
+    auto set = profile::ParseProfiles({{"held.yaml", std::string("name: held\napproval:\n  policy: on_findings\n"
+                                                                 "  rules: [") + rule + "]\n"}});
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    ServiceOptions o;
+    o.profiles = std::move(*set);
+    o.host = &host;
+    auto s = Service::Create(std::move(o));
+    if (std::string(rule) == "blocked-call") {
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("profile 'held' (held.yaml): approval.rules: 'blocked_call' is not a rule of "
+                                        "the analyzer (the rules: syntax, encoding,"),
+              std::string::npos)
+        << s.status().message();
   }
 }
 
