@@ -40,7 +40,13 @@ struct ProgramStatus {
 // requests (the listener arrives on lock_sock: lock_supervisor.h). When the
 // program has ended: kills and reaps everything else in the pid namespace,
 // then writes a ProgramStatus to status_fd and exits 0.
+// status_fd is also the run's control channel (init_control.h): once the
+// server has made the run a sandbox there, the run ends not with its program
+// but when the sandbox does, and init starts processes in it meanwhile.
+// make_cgroup_namespace: the warm init, which makes the cgroup namespace its
+// processes get once the run is in its cgroup (the cold init made it before).
 // Exits 127 if it finds no child before the program ended (cannot happen).
-[[noreturn]] void RunInitLoop(int status_fd, pid_t program, int lock_sock, const char* workdir);
+[[noreturn]] void RunInitLoop(int status_fd, pid_t program, int lock_sock, const char* workdir,
+                              bool make_cgroup_namespace);
 
 }  // namespace airlock::isolation::internal

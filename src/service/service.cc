@@ -620,7 +620,7 @@ std::vector<model::PoolView> Service::Pools() const {
 std::vector<std::string> RunEnvironment() {
   // The BLAS/OpenMP thread counts keep a zygote single-threaded (a fork copies
   // only the calling thread) and a run within its CPU share.
-  return {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp",        "TMPDIR=/tmp",
+  return {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/user",  "TMPDIR=/tmp",
           "LANG=C.UTF-8",                      "LC_ALL=C.UTF-8",   "USER=sandbox",
           "MPLBACKEND=Agg",                    "MPLCONFIGDIR=/tmp/.matplotlib",
           "PYTHONIOENCODING=utf-8",            "OPENBLAS_NUM_THREADS=1",

@@ -525,7 +525,7 @@ class TestTeardownAndLeaks(KernelAttack):
         self.assertNotIn(SECRET_NAME, out)
         self.assertNotIn(SECRET_VALUE, out)
         env = json.loads(lines_with("ENV ", out)[0][len("ENV "):])
-        self.assertEqual(env.get("HOME"), "/tmp")
+        self.assertEqual(env.get("HOME"), "/home/user")
         leaked = {k: v for k, v in env.items() if k not in RUN_ENV_KEYS and os.environ.get(k) == v}
         self.assertEqual(leaked, {}, "variables of the server's environment reached the run")
         # The warm path also pins BLAS/OpenMP thread pools (OMP_NUM_THREADS and the like).

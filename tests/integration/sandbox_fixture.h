@@ -68,7 +68,7 @@ class SandboxTest : public ::testing::Test {
     p.limits.disk_bytes = disk_bytes;
     o.profiles = {p};
     o.size = 2;
-    o.zygote_env = {"PATH=/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8", "OPENBLAS_NUM_THREADS=1"};
+    o.zygote_env = {"PATH=/usr/bin:/bin", "HOME=/home/user", "TMPDIR=/tmp", "LANG=C.UTF-8", "OPENBLAS_NUM_THREADS=1"};
     o.zygote_limits.memory_bytes = int64_t{8} << 30;
     o.zygote_limits.pids = 4096;
     o.zygote_limits.cpus = 0;
