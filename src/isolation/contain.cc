@@ -279,7 +279,7 @@ void RunChild(const ChildPlan& plan) {
   }
 
   if (lock_sock[1] >= 0) ::close(lock_sock[1]);
-  RunInitLoop(plan.status_w, program, lock_sock[0], plan.workdir.c_str(), /*make_cgroup_namespace=*/false);
+  RunInitLoop(plan.status_w, program, lock_sock[0], plan.workdir.c_str(), /*join_cgroup_namespace=*/false);
 }
 
 }  // namespace airlock::isolation::internal

@@ -1,6 +1,7 @@
 #include "isolation/init_loop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <string.h>
@@ -44,11 +45,24 @@ constexpr int kExitNoChild = 127;
 }
 
 // The warm init, once the run is in its cgroup (the program sends its lock
-// listener only after the server's go): a cgroup namespace rooted there, as
-// the program made its own, so that what init starts sees the run's cgroup as
-// "/" too; then CAP_SYS_ADMIN, kept only for this, is dropped for good.
-void EnterRunCgroupNamespace() {
-  ::unshare(CLONE_NEWCGROUP);  // on failure the processes it starts see a longer path, nothing more
+// listener only after the server's go, and after it made its own cgroup
+// namespace, rooted there): init joins that namespace, so that every process
+// it starts is in the program's cgroup namespace too; then CAP_SYS_ADMIN,
+// kept only for this, is dropped for good.
+void JoinProgramCgroupNamespace(pid_t program) {
+  char path[48] = "/proc/";
+  char digits[16];
+  int n = 0;
+  for (unsigned v = static_cast<unsigned>(program); n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  size_t len = 6;
+  while (n > 0) path[len++] = digits[--n];
+  memcpy(path + len, "/ns/cgroup", 11);
+  const int ns = ::open(path, O_RDONLY | O_CLOEXEC);
+  // On failure (the program already gone) the run is ending anyway.
+  if (ns >= 0) {
+    ::setns(ns, CLONE_NEWCGROUP);
+    ::close(ns);
+  }
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, CAP_SYS_ADMIN, 0, 0);
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2];
@@ -123,12 +137,12 @@ void EnterRunCgroupNamespace() {
 
 }  // namespace
 
-void RunInitLoop(int status_fd, pid_t program, int lock_sock, const char* workdir, bool make_cgroup_namespace) {
+void RunInitLoop(int status_fd, pid_t program, int lock_sock, const char* workdir, bool join_cgroup_namespace) {
   int listener = -1;
   if (lock_sock >= 0) {
     listener = ReceiveLockListener(lock_sock);  // -1: the program ended first
     ::close(lock_sock);
-    if (listener >= 0 && make_cgroup_namespace) EnterRunCgroupNamespace();
+    if (listener >= 0 && join_cgroup_namespace) JoinProgramCgroupNamespace(program);
   }
   Serve(status_fd, program, listener, workdir);
 }

@@ -43,10 +43,11 @@ struct ProgramStatus {
 // status_fd is also the run's control channel (init_control.h): once the
 // server has made the run a sandbox there, the run ends not with its program
 // but when the sandbox does, and init starts processes in it meanwhile.
-// make_cgroup_namespace: the warm init, which makes the cgroup namespace its
-// processes get once the run is in its cgroup (the cold init made it before).
+// join_cgroup_namespace: the warm init, which joins the program's cgroup
+// namespace (made once the run is in its cgroup) for the processes it starts;
+// the cold init made it before forking the program.
 // Exits 127 if it finds no child before the program ended (cannot happen).
 [[noreturn]] void RunInitLoop(int status_fd, pid_t program, int lock_sock, const char* workdir,
-                              bool make_cgroup_namespace);
+                              bool join_cgroup_namespace);
 
 }  // namespace airlock::isolation::internal

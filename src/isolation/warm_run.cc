@@ -67,8 +67,9 @@ struct FirstProcess {
 // pidfd_getfd and kcmp on the program, CAP_KILL for the end of the run,
 // CAP_SETPCAP for the processes it starts in a sandbox (spawn_service.h: each
 // empties its bounding set and locks its securebits, as the program does),
-// and CAP_SYS_ADMIN only until the run is in its cgroup: it then makes the
-// cgroup namespace those processes get and drops it (init_loop.cc).
+// and CAP_SYS_ADMIN only until the run is in its cgroup: it then joins the
+// program's cgroup namespace, which those processes get, and drops it
+// (init_loop.cc).
 int KeepInitCaps() {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};

@@ -46,5 +46,5 @@ int main(int, char**, char** envp) {
   if (program <= 1) return 2;
   const int lock_sock = ::fcntl(4, F_GETFD) >= 0 ? 4 : -1;
   airlock::isolation::internal::RunInitLoop(3, static_cast<pid_t>(program), lock_sock, workdir,
-                                            /*make_cgroup_namespace=*/true);
+                                            /*join_cgroup_namespace=*/true);
 }
