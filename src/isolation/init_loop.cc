@@ -82,7 +82,7 @@ void JoinProgramCgroupNamespace(pid_t program) {
   LockSupervisor sup;
   if (listener >= 0) InitLockSupervisor(&sup, listener, workdir);
   SpawnService svc;
-  InitSpawnService(&svc, status_fd, program, workdir);
+  InitSpawnService(&svc, status_fd, program, workdir, &sup);
   sigset_t chld;
   ::sigemptyset(&chld);
   ::sigaddset(&chld, SIGCHLD);

@@ -5,7 +5,8 @@
 // for each run instead of a copy of itself (issue 11).
 //
 // Rules: system calls only, no allocation, nothing from outside this file and
-// lock_supervisor.cc (the init program links just these two), and C and kernel
+// the lock supervisor (lock_supervisor.cc, record_locks.cc: the init program
+// links just these), and C and kernel
 // headers only: the init program is built against musl where it is installed
 // (src/isolation/CMakeLists.txt says why).
 #pragma once

@@ -12,6 +12,7 @@
 
 #include "isolation/init_control.h"
 #include "isolation/lock_supervisor.h"
+#include "isolation/record_locks.h"  // ReleaseStaleOwners: see SpawnOnPoll
 #include "isolation/steps.h"
 
 namespace airlock::isolation::internal {
@@ -438,8 +439,10 @@ bool SendProgramExit(SpawnService* svc) {
 
 }  // namespace
 
-void InitSpawnService(SpawnService* svc, int control, pid_t program, const char* workdir) {
+void InitSpawnService(SpawnService* svc, int control, pid_t program, const char* workdir,
+                      LockSupervisor* program_locks) {
   svc->control = control;
+  svc->program_locks = program_locks;
   svc->program = program;
   svc->workdir = workdir;
 }
@@ -487,8 +490,10 @@ void SpawnOnPoll(SpawnService* svc, const struct pollfd* fds, int n) {
       if (fds[i].revents & POLLIN) {
         HandleLockNotification(&sup);
       } else {
-        // No process under this filter is left: its waiting requests are
-        // dropped (none can still wait) and the slot is free again.
+        // No process under this filter is left: the locks its processes
+        // held are released, its waiting requests dropped (none can still
+        // wait), and the slot is free again.
+        ReleaseStaleOwners(&sup, 0, 0, 0);
         RetryPendingLocks(&sup);
         ::close(sup.listener);
         a->lock_used[j] = false;
@@ -496,10 +501,22 @@ void SpawnOnPoll(SpawnService* svc, const struct pollfd* fds, int n) {
       break;
     }
   }
-  if (a != nullptr) {
-    for (int j = 0; j < kMaxStartedProcesses; ++j) {
-      if (a->lock_used[j] && a->locks[j].n_pending > 0) RetryPendingLocks(&a->locks[j]);
-    }
+  if (a == nullptr) return;
+  // One sandbox's locks are one table for the kernel but several for init (a
+  // supervisor per listener, each with the POSIX locks of its own processes,
+  // record_locks.h): a lock left by a process that is gone is released by its
+  // supervisor only when a request of its own meets it. So while a request
+  // waits anywhere, every supervisor first releases what its gone processes
+  // left.
+  bool waiting = svc->program_locks != nullptr && svc->program_locks->n_pending > 0;
+  for (int j = 0; j < kMaxStartedProcesses; ++j) waiting = waiting || (a->lock_used[j] && a->locks[j].n_pending > 0);
+  if (!waiting) return;
+  if (svc->program_locks != nullptr) ReleaseStaleOwners(svc->program_locks, 0, 0, 0);
+  for (int j = 0; j < kMaxStartedProcesses; ++j) {
+    if (a->lock_used[j]) ReleaseStaleOwners(&a->locks[j], 0, 0, 0);
+  }
+  for (int j = 0; j < kMaxStartedProcesses; ++j) {
+    if (a->lock_used[j] && a->locks[j].n_pending > 0) RetryPendingLocks(&a->locks[j]);
   }
 }
 

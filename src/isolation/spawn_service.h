@@ -41,6 +41,7 @@
 namespace airlock::isolation::internal {
 
 struct SpawnArena;
+struct LockSupervisor;
 
 struct SpawnService {
   int control = -1;
@@ -50,6 +51,7 @@ struct SpawnService {
   int64_t end_at_ms = 0;      // CLOCK_MONOTONIC, 0: none
   const char* workdir = nullptr;
   pid_t program = 0;
+  LockSupervisor* program_locks = nullptr;  // the program's (init_loop.cc's)
   bool program_exit_unsent = false;  // kCtlProgramExit still to send (the socket was full)
   int32_t program_status = 0;
   RestrictPlan plan;
@@ -59,7 +61,8 @@ struct SpawnService {
 // The most fds SpawnPollFds asks for.
 constexpr int kSpawnPollMax = 1 + 2 * 64;
 
-void InitSpawnService(SpawnService* svc, int control, pid_t program, const char* workdir);
+void InitSpawnService(SpawnService* svc, int control, pid_t program, const char* workdir,
+                      LockSupervisor* program_locks);
 // Fills fds with what it wants polled (at most `max`); returns how many.
 int SpawnPollFds(SpawnService* svc, struct pollfd* fds, int max);
 // After poll(): the same fds, revents set.

@@ -9,7 +9,7 @@
 //   the program sends its lock filter's listener on (lock_supervisor.h).
 //   argv: one empty string (the run can read /proc/1/cmdline, not environ).
 //
-// Static, and only init_loop.cc and lock_supervisor.cc: its start costs an
+// Static, and only init_loop.cc and the lock supervisor: its start costs an
 // execve of a small file, no dynamic loader. Built against musl where it is
 // installed, whose start-up, unlike glibc's, runs no CPUID (a trap to the
 // hypervisor on a VM): src/isolation/CMakeLists.txt.
