@@ -155,18 +155,37 @@ void Process::CloseInput() {
 
 // ---------------------------------------------------------------------------
 
-StatusOr<std::shared_ptr<Sandbox>> Sandbox::Make(const isolation::HostSetup& host, isolation::Launched run,
-                                                 const isolation::Spec& spec, SandboxOptions options,
-                                                 std::shared_ptr<const ZygoteLife> zygote) {
-  if (!run.pidfd || !run.status_fd) return InvalidArgument("a sandbox is made from a running run");
+std::shared_ptr<Sandbox> Sandbox::Adopt(isolation::Launched run, const isolation::Spec& spec,
+                                        std::shared_ptr<const ZygoteLife> zygote) {
   std::shared_ptr<Sandbox> sb(new Sandbox());
   sb->run_ = std::move(run);
   sb->spec_ = spec;
-  sb->options_ = std::move(options);
   sb->zygote_ = std::move(zygote);
   sb->channel_ = std::make_unique<isolation::InitChannel>(sb->run_.status_fd.get());
-  const auto lifetime_ms = static_cast<int64_t>(sb->options_.lifetime_s * 1000);
-  if (Status s = sb->channel_->BecomeSandbox(host, spec, sb->run_.cgroup != nullptr, lifetime_ms); !s.ok()) {
+  return sb;
+}
+
+Status Sandbox::Open(const isolation::HostSetup& host, SandboxOptions options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (opened_) return *opened_;
+  if (killed_) return Unavailable("the sandbox has ended: " + kill_reason_);
+  if (!run_.pidfd || !run_.status_fd) return InvalidArgument("a sandbox is made from a running run");
+  options_ = std::move(options);
+  const auto lifetime_ms = static_cast<int64_t>(options_.lifetime_s * 1000);
+  opened_ = channel_->BecomeSandbox(host, spec_, run_.cgroup != nullptr, lifetime_ms);
+  return *opened_;
+}
+
+bool Sandbox::opened() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return opened_ && opened_->ok();
+}
+
+StatusOr<std::shared_ptr<Sandbox>> Sandbox::Make(const isolation::HostSetup& host, isolation::Launched run,
+                                                 const isolation::Spec& spec, SandboxOptions options,
+                                                 std::shared_ptr<const ZygoteLife> zygote) {
+  std::shared_ptr<Sandbox> sb = Adopt(std::move(run), spec, std::move(zygote));
+  if (Status s = sb->Open(host, std::move(options)); !s.ok()) {
     sb->Kill("it could not be made a sandbox: " + s.ToString());
     return s;
   }
@@ -188,6 +207,9 @@ StatusOr<std::shared_ptr<Process>> Sandbox::Start(const ProcessRequest& request)
   rq.extra_fds = request.extra_fds;
   std::lock_guard<std::mutex> lock(mu_);
   if (killed_) return Unavailable("the sandbox has ended: " + kill_reason_);
+  if (!opened_ || !opened_->ok()) {
+    return Status(ErrorCode::kFailedPrecondition, "the run is not a sandbox (Open() it first)");
+  }
   ASSIGN_OR_RETURN(isolation::StartedProcess started, channel_->Start(rq));
   auto p = std::shared_ptr<Process>(new Process());
   p->pid_ = started.pid;
@@ -273,9 +295,9 @@ bool Sandbox::Alive() const {
   return run_.pidfd && ::poll(&p, 1, 0) == 0;
 }
 
-std::optional<int> Sandbox::ProgramWaitStatus() {
+std::optional<int> Sandbox::ProgramWaitStatus(int wait_ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  return channel_ ? channel_->ProgramExit() : std::nullopt;
+  return channel_->ProgramExit(wait_ms);
 }
 
 void Sandbox::Kill(const std::string& reason) {

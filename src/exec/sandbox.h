@@ -130,13 +130,22 @@ class Process {
 
 class Sandbox {
  public:
-  // Makes `run` a sandbox (its init's word: isolation::InitChannel); the run
-  // is the sandbox's from now on. `spec`: what the run was made with (its
-  // limits; every started process gets its restrictions). `zygote`: kept
-  // while the sandbox lives (a warm run dies with its zygote).
+  // Takes `run` (a session's run: its program is the context it serves) and
+  // makes it a sandbox (its init's word: isolation::InitChannel): Adopt, then
+  // Open. `spec`: what the run was made with (its limits; every started
+  // process gets its restrictions). `zygote`: kept while the sandbox lives
+  // (a warm run dies with its zygote). On failure the run is killed.
   static StatusOr<std::shared_ptr<Sandbox>> Make(const isolation::HostSetup& host, isolation::Launched run,
                                                  const isolation::Spec& spec, SandboxOptions options,
                                                  std::shared_ptr<const ZygoteLife> zygote = nullptr);
+  // Takes `run` without making it a sandbox yet: until Open(), it ends with
+  // its program as any run does, and Start() refuses. What a session holds
+  // from its start, so that it opens its sandbox only when first asked to.
+  static std::shared_ptr<Sandbox> Adopt(isolation::Launched run, const isolation::Spec& spec,
+                                        std::shared_ptr<const ZygoteLife> zygote = nullptr);
+  // Makes it a sandbox (once; later calls return the first one's status).
+  Status Open(const isolation::HostSetup& host, SandboxOptions options);
+  bool opened();
   ~Sandbox();  // Kill("closed")
 
   // Starts a process (blocking until it exec'd). InvalidArgument for a bad
@@ -156,8 +165,10 @@ class Sandbox {
 
   // Whether the sandbox's init still runs (never blocks).
   bool Alive() const;
-  // The run's own program's wait status once it ended (the sandbox lives on).
-  std::optional<int> ProgramWaitStatus();
+  // The run's own program's wait status once it ended (in a sandbox, which
+  // lives on, as init reported it; otherwise from the run's final status),
+  // waiting up to wait_ms for init to say it.
+  std::optional<int> ProgramWaitStatus(int wait_ms = 0);
   // Ends the sandbox now: every process killed, the cgroup emptied (bounded,
   // ~2 s), init gone (reaped when it is this process's child, a cold run;
   // waited for, bounded, when its zygote reaps it). Blocking. Idempotent;
@@ -185,6 +196,7 @@ class Sandbox {
   std::map<pid_t, std::shared_ptr<Process>> processes_;
   bool killed_ = false;
   std::string kill_reason_;
+  std::optional<Status> opened_;  // Open()'s outcome, once called
 };
 
 }  // namespace airlock::exec

@@ -140,10 +140,17 @@ StatusOr<InitChannel::Answer> InitChannel::Call(std::string message, const std::
                      std::to_string(kAnswerTimeoutMs / 1000) + " s");
 }
 
-std::optional<int> InitChannel::ProgramExit() {
-  Answer ignored;
-  Read(0, 0, &ignored);
-  return program_exit_;
+std::optional<int> InitChannel::ProgramExit(int wait_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    Answer ignored;
+    Read(0, 0, &ignored);
+    if (program_exit_ || ended_) return program_exit_;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    struct pollfd p = {fd_, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(left.count()));
+  }
 }
 
 Status InitChannel::BecomeSandbox(const HostSetup& host, const Spec& spec, bool have_cgroup, int64_t lifetime_ms) {

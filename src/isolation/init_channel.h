@@ -65,10 +65,10 @@ class InitChannel {
   // while init has not reaped it. NotFound once it has.
   Status Signal(pid_t pid, int sig, bool group);
 
-  // What init said without being asked, read now (never blocks): the run's
-  // program's wait status once it ended (from init's report in a sandbox, or
-  // its final status).
-  std::optional<int> ProgramExit();
+  // What init said without being asked, read now: the run's program's wait
+  // status once it ended (from init's report in a sandbox, or the run's
+  // final status), waiting up to wait_ms for it.
+  std::optional<int> ProgramExit(int wait_ms = 0);
   // Whether init is gone (its final status read, or end of file).
   bool ended() const { return ended_; }
 

@@ -179,6 +179,7 @@ class Service {
   std::vector<model::PoolView> Pools() const;
   // The warm pool (null without one): sessions take their runs from it.
   exec::WarmPool* pool() const { return options_.pool; }
+  const isolation::HostSetup* host() const { return options_.host; }
   size_t max_event_bytes() const { return options_.max_event_bytes; }
 
  private:
