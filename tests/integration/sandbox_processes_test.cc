@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -615,6 +616,93 @@ TEST_P(SandboxProcessTest, TheSandboxTakesItsMostProcessesAndSaysSo) {
   Watch(m.sandbox, held.back());
   EXPECT_TRUE(m.sandbox->Start({.argv = {"true"}}).ok());
   EXPECT_TRUE(ProgramAlive(m));
+}
+
+
+// What the server writes on the control channel is bounded and checked by
+// init: each malformed message is answered with an error, its fds closed,
+// and init serves on. (Only the server writes there; this is init's own
+// robustness.)
+TEST_P(SandboxProcessTest, InitAnswersMalformedControlMessagesAndServesOn) {
+  namespace in = isolation::internal;
+  Made m = Keep(MakeSandbox());
+  ASSERT_TRUE(m.sandbox);
+  const int fd = m.sandbox->run().status_fd.get();
+  uint32_t seq = 1000;
+  // Sends `bytes` (its header's seq and size set when it has one) and returns init's errno.
+  auto ask = [&](std::string bytes, std::vector<int> fds = {}, bool fix_header = true) -> int {
+    if (fix_header && bytes.size() >= sizeof(in::ControlHeader)) {
+      in::ControlHeader h;
+      memcpy(&h, bytes.data(), sizeof h);
+      h.seq = ++seq;
+      h.size = static_cast<uint32_t>(bytes.size());
+      memcpy(bytes.data(), &h, sizeof h);
+    }
+    struct iovec iov = {bytes.data(), bytes.size()};
+    char control[CMSG_SPACE(sizeof(int) * 8)] = {};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (!fds.empty()) {
+      msg.msg_control = control;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    }
+    EXPECT_EQ(::sendmsg(fd, &msg, MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())) << strerror(errno);
+    in::Reply r{};
+    for (int i = 0; i < 100; ++i) {
+      if (!Readable(fd, 100)) continue;
+      ssize_t n = ::recv(fd, &r, sizeof r, 0);
+      if (n == static_cast<ssize_t>(sizeof r) && r.h.type == in::kCtlReply) return r.err;
+    }
+    ADD_FAILURE() << "init did not answer";
+    return -1;
+  };
+  auto start = [](uint32_t flags, uint32_t argc, uint32_t envc, const std::string& strings) {
+    in::StartRequest rq{};
+    rq.h = {in::kControlMagic, in::kCtlStart, 0, 0};
+    rq.flags = flags;
+    rq.argc = argc;
+    rq.envc = envc;
+    rq.strings_size = static_cast<uint32_t>(strings.size());
+    return std::string(reinterpret_cast<const char*>(&rq), sizeof rq) + strings;
+  };
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  const std::string ok_strings = std::string("/home/user\0/bin/true\0", 22);
+  EXPECT_EQ(ask("abc", {}, false), EBADMSG);                                        // no header
+  in::ControlHeader bad{0xdeadbeef, in::kCtlSignal, 0, 0};
+  EXPECT_EQ(ask(std::string(reinterpret_cast<const char*>(&bad), sizeof bad)), EBADMSG);  // magic
+  in::ControlHeader unknown{in::kControlMagic, 77, 0, 0};
+  EXPECT_EQ(ask(std::string(reinterpret_cast<const char*>(&unknown), sizeof unknown)), EBADMSG);  // type
+  in::ControlHeader lying{in::kControlMagic, in::kCtlSignal, 5, 4096};
+  EXPECT_EQ(ask(std::string(reinterpret_cast<const char*>(&lying), sizeof lying), {}, false), EBADMSG);  // size
+  EXPECT_EQ(ask(start(in::kStartStdinNull, 1, 0, "/home/user\0/bin/true")), EINVAL);  // no NUL at the end
+  EXPECT_EQ(ask(start(in::kStartStdinNull, 0, 0, std::string("/home/user\0", 11))), EINVAL);  // no argv
+  EXPECT_EQ(ask(start(in::kStartStdinNull, 1, 0, std::string("rel\0/bin/true\0", 15))), EINVAL);  // relative cwd
+  EXPECT_EQ(ask(start(in::kStartStdinNull, 1, 0, ok_strings)), EINVAL);  // no fds at all
+  EXPECT_EQ(ask(start(0, 1, 0, ok_strings), {pipe_fds[1], pipe_fds[1], pipe_fds[1]}), EINVAL);  // stdin's fd missing
+  EXPECT_EQ(ask(start(in::kStartStdinNull, 1, 5, ok_strings), {pipe_fds[1], pipe_fds[1], pipe_fds[1]}), EINVAL);
+  EXPECT_EQ(ask(std::string(200 * 1024, 'x') + start(in::kStartStdinNull, 1, 0, ok_strings), {}, false), E2BIG);
+  in::SignalRequest sig{};
+  sig.h = {in::kControlMagic, in::kCtlSignal, 0, 0};
+  sig.sig = SIGKILL;
+  sig.pid = 1;  // init itself: not a process it started
+  EXPECT_EQ(ask(std::string(reinterpret_cast<const char*>(&sig), sizeof sig)), ESRCH);
+  sig.pid = 2;  // the program: not one either
+  EXPECT_EQ(ask(std::string(reinterpret_cast<const char*>(&sig), sizeof sig)), ESRCH);
+  in::SandboxRequest again{};
+  again.h = {in::kControlMagic, in::kCtlSandbox, 0, 0};
+  EXPECT_EQ(ask(std::string(reinterpret_cast<const char*>(&again), sizeof again)), EALREADY);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  // Nothing of that reached a process, and init serves on.
+  EXPECT_TRUE(ProgramAlive(m));
+  EXPECT_EQ(Run(m.sandbox, {"echo", "fine"}).out.data, "fine\n");
 }
 
 }  // namespace
