@@ -103,7 +103,7 @@ std::optional<ProcessExit> Process::Exit() {
 }
 
 Status Process::SendInput(std::string_view data) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(in_mu_);
   if (!in_) {
     return Status(ErrorCode::kFailedPrecondition,
                   "process " + std::to_string(pid_) + (stdin_pipe_ ? " has its input closed" : " was started without input"));
@@ -149,7 +149,7 @@ Status Process::SendInput(std::string_view data) {
 }
 
 void Process::CloseInput() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(in_mu_);
   in_.reset();
 }
 
@@ -173,13 +173,11 @@ Status Sandbox::Open(const isolation::HostSetup& host, SandboxOptions options) {
   options_ = std::move(options);
   const auto lifetime_ms = static_cast<int64_t>(options_.lifetime_s * 1000);
   opened_ = channel_->BecomeSandbox(host, spec_, run_.cgroup != nullptr, lifetime_ms);
+  open_ = opened_->ok();
   return *opened_;
 }
 
-bool Sandbox::opened() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return opened_ && opened_->ok();
-}
+bool Sandbox::opened() { return open_.load(); }
 
 StatusOr<std::shared_ptr<Sandbox>> Sandbox::Make(const isolation::HostSetup& host, isolation::Launched run,
                                                  const isolation::Spec& spec, SandboxOptions options,
@@ -207,9 +205,7 @@ StatusOr<std::shared_ptr<Process>> Sandbox::Start(const ProcessRequest& request)
   rq.extra_fds = request.extra_fds;
   std::lock_guard<std::mutex> lock(mu_);
   if (killed_) return Unavailable("the sandbox has ended: " + kill_reason_);
-  if (!opened_ || !opened_->ok()) {
-    return Status(ErrorCode::kFailedPrecondition, "the run is not a sandbox (Open() it first)");
-  }
+  if (!open_) return Status(ErrorCode::kFailedPrecondition, "the run is not a sandbox (Open() it first)");
   ASSIGN_OR_RETURN(isolation::StartedProcess started, channel_->Start(rq));
   auto p = std::shared_ptr<Process>(new Process());
   p->pid_ = started.pid;

@@ -34,6 +34,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -119,7 +120,8 @@ class Process {
   friend class ProcessWatch;
   Process() = default;
   pid_t pid_ = -1;
-  std::mutex mu_;
+  std::mutex mu_;     // info_, the end, watched_ (never held while blocking)
+  std::mutex in_mu_;  // in_ (SendInput may wait on a full pipe)
   ProcessInfo info_;
   UniqueFd status_, in_, out_, err_;
   bool stdin_pipe_ = false;
@@ -197,6 +199,7 @@ class Sandbox {
   bool killed_ = false;
   std::string kill_reason_;
   std::optional<Status> opened_;  // Open()'s outcome, once called
+  std::atomic<bool> open_{false};  // opened_ is ok (read without the lock: an event loop asks)
 };
 
 }  // namespace airlock::exec
