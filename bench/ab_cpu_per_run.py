@@ -25,10 +25,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_per_run import closed_loop
 from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -77,28 +77,11 @@ def start(binary, port, profile, log):
 
 
 def measure(url, pid, profile, n, c):
-    body = {"code": "print(1)", "profile": profile}
     clients = [Client(url, "") for _ in range(c)]
     errors = []
-    left = iter(range(n))
-    lock = threading.Lock()
-
-    def worker(cl):
-        while True:
-            with lock:
-                if next(left, None) is None:
-                    return
-            status, data = cl.request("POST", "/v1/execute", body)
-            if status != 200 or json.loads(data).get("stdout") != "1\n":
-                errors.append((status, data[:300]))
-
     time.sleep(1.0)  # the pool refills after whatever came before
     t0, w0 = tree_cpu_s(pid), time.monotonic()
-    threads = [threading.Thread(target=worker, args=(cl,)) for cl in clients]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    closed_loop(clients, {"code": "print(1)", "profile": profile}, n, errors)
     time.sleep(0.5)  # the last runs' teardown (reaper threads, zygotes reaping)
     t1, w1 = tree_cpu_s(pid), time.monotonic()
     if errors:

@@ -291,6 +291,12 @@ bool Sandbox::Alive() const {
   return run_.pidfd && ::poll(&p, 1, 0) == 0;
 }
 
+bool Sandbox::InitGone() {
+  if (!Alive()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  return channel_->ended();
+}
+
 std::optional<int> Sandbox::ProgramWaitStatus(int wait_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   return channel_->ProgramExit(wait_ms);

@@ -167,6 +167,9 @@ class Sandbox {
 
   // Whether the sandbox's init still runs (never blocks).
   bool Alive() const;
+  // Whether init is gone for all the server knows: its channel ended (its
+  // final status read, or end of file) or its pidfd is readable. Never blocks.
+  bool InitGone();
   // The run's own program's wait status once it ended (in a sandbox, which
   // lives on, as init reported it; otherwise from the run's final status),
   // waiting up to wait_ms for init to say it.

@@ -1,35 +1,14 @@
 #include "isolation/landlock.h"
 
-#include "isolation/restrict.h"
-
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/landlock.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-// Debian 12's <linux/landlock.h> stops at ABI 2; the rest, from the kernel UAPI.
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)  // ABI 3
-#endif
-#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)  // ABI 5
-#endif
-#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)  // ABI 4
-#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
-#endif
-#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)  // ABI 6
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
-#endif
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#define SYS_landlock_add_rule 445
-#define SYS_landlock_restrict_self 446
-#endif
+#include "isolation/landlock_uapi.h"
+#include "isolation/restrict.h"
 
 namespace airlock::isolation {
 namespace {

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <linux/landlock.h>
 #include <linux/securebits.h>
 #include <linux/seccomp.h>
 #include <signal.h>
@@ -14,22 +13,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "isolation/landlock_uapi.h"
 #include "isolation/lock_supervisor.h"
 #include "isolation/steps.h"
-
-// Debian 12's <linux/landlock.h> stops at ABI 2 (landlock.cc defines the rest
-// for planning; applying needs only these).
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
-#endif
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#define SYS_landlock_add_rule 445
-#define SYS_landlock_restrict_self 446
-#endif
 
 namespace airlock::isolation::internal {
 namespace {

@@ -171,6 +171,41 @@ int FreeLockSlot(const SpawnArena* a) {
   return -1;
 }
 
+// One message from `fd` (non-blocking) into buf, with the fds it carries
+// (close-on-exec) in fds[0..*n_fds) (at most kMaxFds; any more are closed).
+// recvmsg's result (EINTR retried); *flags gets its msg_flags.
+ssize_t RecvWithFds(int fd, void* buf, size_t len, int* fds, int* n_fds, int* flags) {
+  struct iovec iov = {buf, len};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  *n_fds = 0;
+  *flags = msg.msg_flags;
+  if (n < 0) return n;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    for (int i = 0; i < count; ++i) {
+      int got;
+      memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+      if (*n_fds < kMaxFds) {
+        fds[(*n_fds)++] = got;
+      } else {
+        ::close(got);
+      }
+    }
+  }
+  return n;
+}
+
 // A started process's lock filter listener arrived: init answers it as it
 // answers the program's. No free slot cannot happen (one is kept per process
 // before it starts); if it did, the listener is closed and the process's lock
@@ -192,28 +227,15 @@ void AdoptListener(SpawnService* svc, int listener) {
 void ReadSetupChannel(SpawnService* svc, Proc* p) {
   while (p->chan >= 0) {
     char buf[16];
-    struct iovec iov = {buf, sizeof buf};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(p->chan, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
+    int fds[kMaxFds];
+    int n_fds = 0, flags = 0;
+    const ssize_t n = RecvWithFds(p->chan, buf, sizeof buf, fds, &n_fds, &flags);
     if (n < 0 && errno == EAGAIN) return;
-    struct cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
-    if (c != nullptr && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      if (n == 1 && buf[0] == 'L') {
-        AdoptListener(svc, fd);
-      } else {
-        ::close(fd);
-      }
+    if (n == 1 && buf[0] == 'L' && n_fds == 1) {
+      AdoptListener(svc, fds[0]);
       continue;
     }
+    CloseAll(fds, n_fds);
     if (n == 8 && !p->replied) {
       int32_t e[2];
       memcpy(e, buf, sizeof e);
@@ -222,8 +244,9 @@ void ReadSetupChannel(SpawnService* svc, Proc* p) {
       continue;
     }
     if (n > 0) continue;  // nothing else is ever sent
-    // End of file: every copy of its end is closed, by its execve (close on
-    // exec) or its death. Which one, a failure message already said.
+    // End of file (or an error): every copy of its end is closed, by its
+    // execve (close on exec) or its death. Which one, a failure message
+    // already said.
     ::close(p->chan);
     p->chan = -1;
     if (!p->replied) {
@@ -383,32 +406,18 @@ void ReadControl(SpawnService* svc) {
   }
   SpawnArena* a = svc->arena;
   for (;;) {
-    struct iovec iov = {a->request, sizeof a->request};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(svc->control, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
+    int fds[kMaxFds];
+    int n_fds = 0, flags = 0;
+    const ssize_t n = RecvWithFds(svc->control, a->request, sizeof a->request, fds, &n_fds, &flags);
     if (n < 0) return;
     if (n == 0) return ControlClosed(svc);
-    int fds[kMaxFds];
-    int n_fds = 0;
-    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      const int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-      for (int i = 0; i < count && n_fds < kMaxFds; ++i) memcpy(&fds[n_fds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-    }
     ControlHeader h;
     memset(&h, 0, sizeof h);
     if (static_cast<size_t>(n) >= sizeof h) memcpy(&h, a->request, sizeof h);
-    if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) < sizeof h || h.magic != kControlMagic ||
+    if ((flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) < sizeof h || h.magic != kControlMagic ||
         h.size != static_cast<uint32_t>(n)) {
       CloseAll(fds, n_fds);
-      SendReply(*svc, h.seq, -1, (msg.msg_flags & MSG_TRUNC) ? E2BIG : EBADMSG, 0);
+      SendReply(*svc, h.seq, -1, (flags & MSG_TRUNC) ? E2BIG : EBADMSG, 0);
       continue;
     }
     const size_t size = static_cast<size_t>(n);

@@ -109,13 +109,15 @@ std::string LiveSession::EndReason() {
   std::string why;
   // In an open sandbox an out-of-memory kill may have been another
   // process's: it is the session's end only if the interpreter was killed.
-  std::optional<int> program = sandbox_->opened() ? sandbox_->ProgramWaitStatus(200) : std::nullopt;
+  // (Init reports the interpreter's end at once; the bound is for a host
+  // too busy to run it.)
+  std::optional<int> program = sandbox_->opened() ? sandbox_->ProgramWaitStatus(1000) : std::nullopt;
   const bool program_killed = !program || (WIFSIGNALED(*program) && WTERMSIG(*program) == SIGKILL);
   if (st.oom_kills > 0 && program_killed) {
     why = "memory: the session ran out of memory (limit " + std::to_string(spec_.limits.memory_bytes) + " bytes)";
   } else if (h_.zygote && h_.zygote->DiedOrDying(200)) {
     why = "lost: the warm pool's zygote died, and the session with it";
-  } else if (auto ws = program ? program : sandbox_->ProgramWaitStatus(200); ws && WIFEXITED(*ws)) {
+  } else if (auto ws = program ? program : sandbox_->ProgramWaitStatus(1000); ws && WIFEXITED(*ws)) {
     why = "exited: the interpreter exited with code " + std::to_string(WEXITSTATUS(*ws)) + " (os._exit or a crash)";
   } else if (ws && WIFSIGNALED(*ws)) {
     why = "signal: the interpreter was killed by signal " + std::to_string(WTERMSIG(*ws)) + " (" +
@@ -267,8 +269,11 @@ int LiveCall::fd(Fd which) const {
     case kOut: return out_open_ ? s_.run_.stdout_fd.get() : -1;
     case kErr: return err_open_ ? s_.run_.stderr_fd.get() : -1;
     case kChan: return chan_open_ ? s_.h_.events_read.get() : -1;
-    // The interpreter's end (an open sandbox outlives it), or the run's.
-    case kPid: return s_.program_pidfd_ ? s_.program_pidfd_.get() : s_.run_.pidfd.get();
+    // The run's status channel: init's word that the interpreter ended (with
+    // its wait status; an open sandbox outlives it), or its final status, or
+    // end of file when init is gone. (A start's answer makes it readable too,
+    // for a moment: OnDeath tells.)
+    case kPid: return s_.run_.status_fd.get();
     case kCancel: return s_.cancel_event_.get();
     case kControl: return sent_ < pending_.size() ? s_.h_.control.get() : -1;
     case kFdCount: break;
@@ -278,6 +283,16 @@ int LiveCall::fd(Fd which) const {
 
 int LiveCall::OnTick() {
   if (done_) return 1000;
+  // The interpreter's end, should another reader of the run's channel (a
+  // start in the sandbox, at that moment) have taken init's word for it
+  // before this call's loop saw the channel readable.
+  if (s_.program_pidfd_) {
+    struct pollfd p = {s_.program_pidfd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) {
+      OnDeath();
+      if (done_) return 1000;
+    }
+  }
   exec::RunResult& r = o_.result;
   Clock::time_point now = Clock::now();
   if (!interrupt_sent_ && now >= deadline_) {
@@ -387,8 +402,8 @@ void LiveCall::OnChannel() {
 }
 
 void LiveCall::OnDeath() {
-  struct pollfd p = {fd(kPid), POLLIN, 0};
-  if (::poll(&p, 1, 0) <= 0) return;  // spurious
+  std::optional<int> status = s_.sandbox_->ProgramWaitStatus(0);
+  if (!status && !s_.sandbox_->InitGone()) return;  // spurious
   // The session died under the call: what it wrote is all there is.
   exec::RunResult& r = o_.result;
   if (out_open_) ReadStream(s_.run_.stdout_fd.get(), exec::Stream::kStdout, options_.output_cap, &r.out,
@@ -405,7 +420,7 @@ void LiveCall::OnDeath() {
                                      : exec::KillReason::kSignal;
     r.kill_detail = o_.end_reason;
   }
-  if (auto st = s_.sandbox_->ProgramWaitStatus(200)) {
+  if (const std::optional<int>& st = status) {
     r.exit_code = WIFEXITED(*st) ? WEXITSTATUS(*st) : 128 + (WIFSIGNALED(*st) ? WTERMSIG(*st) : SIGKILL);
     r.signal = WIFEXITED(*st) ? 0 : (WIFSIGNALED(*st) ? WTERMSIG(*st) : SIGKILL);
   } else {

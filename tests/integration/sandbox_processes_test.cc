@@ -41,20 +41,6 @@ std::string Token() {
   return "tok" + std::to_string(::getpid()) + "x" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-// Host processes whose command line holds `token`.
-int HostProcessesWith(const std::string& token) {
-  int n = 0;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return -1;
-  while (dirent* e = readdir(proc)) {
-    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
-    if (cmd.ok() && cmd->find(token) != std::string::npos) ++n;
-  }
-  closedir(proc);
-  return n;
-}
-
 bool Readable(int fd, int ms) {
   struct pollfd p = {fd, POLLIN, 0};
   return ::poll(&p, 1, ms) > 0;
@@ -80,16 +66,7 @@ class SandboxProcessTest : public BothPathsTest {
       if (!launched.ok()) return m;
       run = std::move(*launched);
     } else {
-      exec::WarmPool* pool = WarmPoolFor(limits.disk_bytes);
-      if (pool == nullptr) return m;
-      nlohmann::json req = {{"code", ""}, {"filename", "main.py"}, {"allowed_imports", nullptr},
-                            {"result_fd", 3}, {"capture_figures", false}, {"session", true}};
-      exec::SessionHandOff h;
-      for (int i = 0; i < 1200 && !h.ok(); ++i) {
-        h = pool->TakeSession("test", spec, req.dump());
-        if (!h.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      EXPECT_TRUE(h.ok()) << h.why_not;
+      exec::SessionHandOff h = WarmSession(limits);
       if (!h.ok()) return m;
       run = std::move(h.run);
       sessions_.push_back(std::move(h.control));  // its runner waits for calls while this is open
@@ -443,8 +420,7 @@ TEST_P(SandboxProcessTest, ABackgroundCommandDiesWithItsSandbox) {
   exec::ProcessOutcome o = Run(m.sandbox, {"/bin/bash", "-c", "setsid /bin/bash -c 'exec -a " + token +
                                                                  " sleep 1000' >/dev/null 2>&1 </dev/null & echo started"});
   EXPECT_EQ(o.out.data, "started\n");
-  for (int i = 0; i < 200 && HostProcessesWith(token) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(HostProcessesWith(token), 1);
+  ASSERT_EQ(WaitForHostProcessWith(token), 1);
   std::vector<std::string> cgroup_dirs = m.sandbox->run().cgroup ? m.sandbox->run().cgroup->dirs() : std::vector<std::string>{};
   m.sandbox->Kill("test");
   EXPECT_FALSE(m.sandbox->Alive());
@@ -455,14 +431,13 @@ TEST_P(SandboxProcessTest, ABackgroundCommandDiesWithItsSandbox) {
 
 TEST_P(SandboxProcessTest, NothingOutlivesTheSandboxsLifetime) {
   exec::SandboxOptions options;
-  options.lifetime_s = 2;
+  options.lifetime_s = 5;
   Made m = Keep(MakeSandbox({}, options));
   ASSERT_TRUE(m.sandbox);
   const std::string token = Token();
-  auto p = m.sandbox->Start({.argv = {"/bin/bash", "-c", "exec -a " + token + " sleep 1000"}});
+  auto p = m.sandbox->Start({.argv = {"python3", "-c", "import time; time.sleep(1000)", token}});
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  for (int i = 0; i < 200 && HostProcessesWith(token) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(HostProcessesWith(token), 1);
+  ASSERT_EQ(WaitForHostProcessWith(token), 1);
   // Its init ends it, whatever the server does: wait for that (bounded).
   for (int i = 0; i < 600 && m.sandbox->Alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(m.sandbox->Alive());
@@ -498,9 +473,9 @@ TEST_P(SandboxProcessTest, TwoSandboxesSeeNothingOfEachOther) {
   ASSERT_EQ(Run(a.sandbox, {"/bin/sh", "-c", "echo " + token + " > /home/user/secret; echo x > /tmp/" + token})
                 .exit.exit_code,
             0);
-  auto sleeper = a.sandbox->Start({.argv = {"/bin/bash", "-c", "exec -a " + token + " sleep 1000"}});
+  auto sleeper = a.sandbox->Start({.argv = {"python3", "-c", "import time; time.sleep(1000)", token}});
   ASSERT_TRUE(sleeper.ok());
-  for (int i = 0; i < 200 && HostProcessesWith(token) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(WaitForHostProcessWith(token), 1);
   exec::ProcessOutcome o = Py(b.sandbox,
                               "import os\n"
                               "print('HOME', os.listdir('/home/user'), 'TMP', os.listdir('/tmp'))\n"

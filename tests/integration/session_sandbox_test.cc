@@ -23,35 +23,13 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-int HostProcessesWith(const std::string& token) {
-  int n = 0;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return -1;
-  while (dirent* e = readdir(proc)) {
-    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-    auto cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
-    if (cmd.ok() && cmd->find(token) != std::string::npos) ++n;
-  }
-  closedir(proc);
-  return n;
-}
-
 class SessionSandboxTest : public SandboxTest {
  protected:
   std::shared_ptr<session::LiveSession> NewSession(isolation::Limits limits) {
-    exec::WarmPool* pool = WarmPoolFor(limits.disk_bytes);
-    if (pool == nullptr) return nullptr;
+    exec::SessionHandOff h = WarmSession(limits);
+    if (!h.ok()) return nullptr;
     isolation::Spec spec;
     spec.limits = limits;
-    nlohmann::json req = {{"code", ""}, {"filename", "main.py"}, {"allowed_imports", nullptr},
-                          {"result_fd", 3}, {"capture_figures", false}, {"session", true}};
-    exec::SessionHandOff h;
-    for (int i = 0; i < 1200 && !h.ok(); ++i) {
-      h = pool->TakeSession("test", spec, req.dump());
-      if (!h.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    EXPECT_TRUE(h.ok()) << h.why_not;
-    if (!h.ok()) return nullptr;
     return std::make_shared<session::LiveSession>(std::move(h), spec, size_t{8} << 20);
   }
 
@@ -126,9 +104,8 @@ TEST_F(SessionSandboxTest, CommandsJoinTheSessionAndItsInterpreterOutlivesTheirE
 
   // The interpreter's end is the session's, and a background command goes with it.
   const std::string token = "tok" + std::to_string(::getpid()) + "session";
-  ASSERT_TRUE(sb->Start({.argv = {"/bin/bash", "-c", "exec -a " + token + " sleep 1000"}}).ok());
-  for (int i = 0; i < 200 && HostProcessesWith(token) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(HostProcessesWith(token), 1);
+  ASSERT_TRUE(sb->Start({.argv = {"python3", "-c", "import time; time.sleep(1000)", token}}).ok());
+  ASSERT_EQ(WaitForHostProcessWith(token), 1);
   c = Call(*live, "import os\nos._exit(7)\n");
   EXPECT_FALSE(c.alive);
   EXPECT_THAT(c.end_reason, HasSubstr("exited with code 7"));
