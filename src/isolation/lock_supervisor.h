@@ -74,12 +74,18 @@ struct LockSupervisor {
   // locks on a description of init's own (record_locks.h).
   struct Owner {
     pid_t tgid;
-    int pidfd;         // tells when the process is gone (and its pid free)
+    int proc_dir;      // /proc/TGID, pinned to this process: lookups fail once it is gone
+                       // (even if its pid is reused); its fd/ table is read through it
     dev_t dev;
     ino_t ino;
     int fd;            // the description the locks are on
     bool shares_caller_description;  // fd is a duplicate of the caller's (the file could not be reopened)
-    int nfds;          // the process's descriptors of the file when it last took a lock (-1: unknown)
+    // The process's descriptors of the file (their numbers, the first
+    // kWatched) when it was granted a lock with none of them closed since:
+    // one of them closed means its locks are gone (record_locks.h).
+    static constexpr int kWatched = 4;
+    int n_watched;     // -1: not looked at yet
+    int watched[kWatched];
   };
   // Bounds: init holds one descriptor per pending request and two per owner,
   // under a run's smallest RLIMIT_NOFILE. A request past them fails with

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -63,19 +62,25 @@ int RangeFromStart(int fd, struct flock* fl) {
   return 0;
 }
 
-bool Gone(int pidfd) {
-  struct pollfd p = {pidfd, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+bool Gone(const LockSupervisor::Owner& o) {
+  struct stat st;
+  return ::fstatat(o.proc_dir, "stat", &st, 0) != 0 && (errno == ENOENT || errno == ESRCH);
 }
 
-// How many descriptors of (dev, ino) process `tgid` has open; 0 when it is
-// gone, -1 when its table cannot be read.
-int CountFds(pid_t tgid, dev_t dev, ino_t ino) {
-  char path[48];
-  PathWithNumber(path, "/proc/", tgid, "/fd");
-  const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+bool Names(int proc_fd_dir, const char* name, dev_t dev, ino_t ino) {
+  struct stat st;
+  return ::fstatat(proc_fd_dir, name, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+// Notes in `o` which of its process's descriptors name its file (the first
+// Owner::kWatched). Returns how many there are: 0 when the process is gone, -1
+// when its table cannot be read (nothing noted then).
+int NoteDescriptors(LockSupervisor::Owner* o) {
+  o->n_watched = -1;
+  const int dir = ::openat(o->proc_dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
   int count = 0;
+  int n_watched = 0;
   alignas(8) char buf[2048];
   for (;;) {
     const long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
@@ -86,14 +91,34 @@ int CountFds(pid_t tgid, dev_t dev, ino_t ino) {
     for (long off = 0; off < n;) {
       const struct dirent64* d = reinterpret_cast<const struct dirent64*>(buf + off);
       off += d->d_reclen;
-      struct stat st;
-      if (d->d_name[0] != '.' && ::fstatat(dir, d->d_name, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino) {
-        ++count;
+      if (d->d_name[0] == '.' || !Names(dir, d->d_name, o->dev, o->ino)) continue;
+      ++count;
+      if (n_watched < LockSupervisor::Owner::kWatched) {
+        int fd = 0;
+        for (const char* c = d->d_name; *c >= '0' && *c <= '9'; ++c) fd = fd * 10 + (*c - '0');
+        o->watched[n_watched++] = fd;
       }
     }
   }
   ::close(dir);
+  if (count >= 0) o->n_watched = n_watched;
   return count;
+}
+
+// Whether every descriptor noted in `o` still names its file (true when its
+// process's table cannot be read: its locks stay).
+bool NotedStillOpen(const LockSupervisor::Owner& o) {
+  for (int i = 0; i < o.n_watched; ++i) {
+    char name[24];
+    PathWithNumber(name, "fd/", o.watched[i], "");
+    struct stat st;
+    if (::fstatat(o.proc_dir, name, &st, 0) != 0) {
+      if (errno == ENOENT || errno == ESRCH) return false;  // closed, or the process is gone
+      continue;  // unreadable: its locks stay
+    }
+    if (st.st_dev != o.dev || st.st_ino != o.ino) return false;  // the number names another file now
+  }
+  return true;
 }
 
 // Unlocks everything process `o` holds on its file, keeping the entry.
@@ -108,7 +133,7 @@ void ReleaseOwner(LockSupervisor* sup, int i) {
   LockSupervisor::Owner& o = sup->owners[i];
   if (!o.shares_caller_description) UnlockAll(o);  // a pending request may hold a duplicate: unlock, not only close
   ::close(o.fd);
-  ::close(o.pidfd);
+  ::close(o.proc_dir);
   sup->owners[i] = sup->owners[--sup->n_owners];
 }
 
@@ -139,7 +164,7 @@ int OwnerOf(LockSupervisor* sup, pid_t tid, int fd, int* err) {
     for (int i = 0; i < sup->n_owners; ++i) {
       LockSupervisor::Owner& o = sup->owners[i];
       if (o.tgid != tgid || o.dev != st.st_dev || o.ino != st.st_ino) continue;
-      if (!Gone(o.pidfd)) return i;
+      if (!Gone(o)) return i;
       ReleaseOwner(sup, i);  // a process that ended, whose pid the caller has now
       break;
     }
@@ -157,16 +182,17 @@ int OwnerOf(LockSupervisor* sup, pid_t tid, int fd, int* err) {
     *err = ENOLCK;
     return -1;
   }
-  const long pidfd = ::syscall(SYS_pidfd_open, tgid, 0);
-  if (pidfd < 0) {
-    *err = errno == EMFILE ? ENOLCK : errno;
+  char path[48];
+  PathWithNumber(path, "/proc/", tgid, "");
+  const int proc_dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc_dir < 0) {
+    *err = errno == EMFILE ? ENOLCK : (errno == ENOENT ? ESRCH : errno);
     return -1;
   }
   // A description of our own: opened through our duplicate (the magic link
   // reaches the file even once unlinked), read-write where the file allows it
   // so that both lock types work, else as the caller opened it. Where it
   // cannot be reopened at all (a socket), the caller's description serves.
-  char path[48];
   PathWithNumber(path, "/proc/self/fd/", fd, "");
   const int accmode = ::fcntl(fd, F_GETFL) & O_ACCMODE;
   bool shared = false;
@@ -178,10 +204,10 @@ int OwnerOf(LockSupervisor* sup, pid_t tid, int fd, int* err) {
   }
   if (own < 0) {
     *err = errno == EMFILE ? ENOLCK : errno;
-    ::close(static_cast<int>(pidfd));
+    ::close(proc_dir);
     return -1;
   }
-  sup->owners[sup->n_owners] = {tgid, static_cast<int>(pidfd), st.st_dev, st.st_ino, own, shared, -1};
+  sup->owners[sup->n_owners] = {tgid, proc_dir, st.st_dev, st.st_ino, own, shared, -1, {}};
   return sup->n_owners++;
 }
 
@@ -195,15 +221,17 @@ int FindOwner(const LockSupervisor& sup, pid_t tgid, int fd) {
   return -1;
 }
 
-// Takes lock `fl` for owner `i` (a POSIX request): first drops what the owner's
-// closes since its last lock released (POSIX semantics), then records how many
-// descriptors of the file it holds now. Returns 0 or the errno.
+// Takes lock `fl` for owner `i` (a POSIX request): first drops what a close
+// since the owner's last grant released (POSIX semantics), then notes the
+// owner's descriptors of the file for the next check. Returns 0 or the errno.
 int TakeForOwner(LockSupervisor* sup, int i, struct flock* fl) {
   LockSupervisor::Owner& o = sup->owners[i];
-  const int nfds = fl->l_type == F_UNLCK ? -1 : CountFds(o.tgid, o.dev, o.ino);
-  if (nfds >= 0 && o.nfds >= 0 && nfds < o.nfds) UnlockAll(o);
+  const bool closed = o.n_watched > 0 && !NotedStillOpen(o);
+  if (closed) UnlockAll(o);
   const int err = OfdCall(o.fd, F_OFD_SETLK, fl);
-  if (err == 0 && nfds >= 0) o.nfds = nfds;
+  // Noted anew only when nothing noted is known to be open: a full look at the
+  // process's table costs a system call per descriptor.
+  if (err == 0 && fl->l_type != F_UNLCK && (closed || o.n_watched <= 0)) NoteDescriptors(&o);
   return err;
 }
 
@@ -355,9 +383,15 @@ void ReleaseStaleOwners(LockSupervisor* sup, dev_t dev, ino_t ino, pid_t keep) {
       ++i;
       continue;
     }
-    // Gone, or fewer descriptors than at its last lock, or none and no lock ever taken.
-    const int nfds = Gone(o.pidfd) ? 0 : CountFds(o.tgid, o.dev, o.ino);
-    if (nfds == 0 || (nfds > 0 && o.nfds >= 0 && nfds < o.nfds)) {
+    // Gone, or a noted descriptor closed since its last grant, or never granted and no
+    // descriptor of the file left (an entry that holds nothing).
+    bool stale = Gone(o);
+    if (!stale && o.n_watched > 0) stale = !NotedStillOpen(o);
+    if (!stale && o.n_watched <= 0) {
+      LockSupervisor::Owner probe = o;
+      stale = NoteDescriptors(&probe) == 0;
+    }
+    if (stale) {
       ReleaseOwner(sup, i);  // moves the last entry here
     } else {
       ++i;

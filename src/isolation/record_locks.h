@@ -15,16 +15,17 @@
 // other process's and with OFD locks. What differs from the kernel's POSIX
 // locks, and why it is acceptable:
 //  - release: a POSIX lock goes when its process ends or closes any descriptor
-//    of the file. init cannot see a close. It counts the process's descriptors
-//    of the file each time it grants the process a lock, and releases the
-//    process's locks on the file when the process has ended or holds fewer of
-//    them than at that grant: checked whenever those locks stand in another
-//    request's way and before each new grant to the process (every lock request
-//    of the run goes through init, so nobody sees a lock that the count says is
-//    gone). It never releases a lock the kernel would keep; it keeps one the
-//    kernel would have released when the process closed a descriptor and opened
-//    the file again before anyone asked, until the process ends, unlocks, or
-//    holds fewer descriptors of the file;
+//    of the file. init cannot see a close. When it grants a process a lock it
+//    notes which of the process's descriptors name the file (the first four),
+//    and it releases the process's locks on the file once the process has
+//    ended or one of those descriptors no longer names the file: checked
+//    before each new grant to the process and whenever those locks stand in
+//    another request's way (every lock request of the run goes through init,
+//    so nobody sees a lock the kernel would have released by then). It never
+//    releases a lock the kernel would keep; it keeps one the kernel would have
+//    released when the process closed a descriptor it had not noted, or closed
+//    one and opened the file again under the same number before anyone asked,
+//    until the process ends, unlocks, or closes a noted descriptor;
 //  - the owner is the thread group (a process made with CLONE_FILES but not
 //    CLONE_THREAD is an owner of its own, not one with its parent);
 //  - F_GETLK's l_pid names the holding process when one process's locks alone
@@ -62,8 +63,8 @@ bool HandleRecordLock(LockSupervisor* sup, const struct seccomp_notif& req, int 
 // still in the way).
 int RetryRecordLock(LockSupervisor* sup, const LockSupervisor::Pending& p);
 
-// Releases the POSIX locks of every process that is gone, or that holds fewer
-// descriptors of the file than when it last took a lock (all files when `dev`
+// Releases the POSIX locks of every process that is gone, or that closed one
+// of the descriptors of the file noted at its last grant (all files when `dev`
 // and `ino` are 0), except those of `keep` (the caller of the request being
 // answered).
 void ReleaseStaleOwners(LockSupervisor* sup, dev_t dev, ino_t ino, pid_t keep);

@@ -335,6 +335,10 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     v.stage = "ast_scan";
     v.compat = v.rule + ": " + v.message;
     warnings.push_back(std::move(v));
+    // What is shown is not what runs, in any language: reported all the same.
+    for (const analyzer::Finding& f : analyzer::InvisibleCharacterFindings(req.code)) {
+      warnings.push_back(ToViolation(f, StageOf(f)));
+    }
   } else if (an != analyzers_.end() && !p->scan_stages.pre.empty()) {
     analyzer::Result r = an->second.Analyze(req.code);
     for (const analyzer::Finding& f : r.findings) {
@@ -446,6 +450,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   if (held) {
     out.verdict = Verdict::kNeedsApproval;
     out.code = req.code;
+    out.files = req.files;
     out.error = model::ApiError{model::ErrorKind::kForbidden,
                                 "profile " + p->name + " needs a person's approval for this code (approval policy " +
                                     std::string(profile::ApprovalPolicyName(approval.policy)) +

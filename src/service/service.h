@@ -102,7 +102,8 @@ struct Prepared {
   std::string profile_name;
   std::string code_sha256;
   int64_t code_bytes = 0;
-  std::string code;  // kNeedsApproval only: the code, to show the person deciding
+  std::string code;                     // kNeedsApproval only: the code, to show the person deciding
+  std::vector<model::InputFile> files;  // kNeedsApproval only: the input files, likewise
 };
 
 // The result channel of one run, kept up to a cap. The runner protocol bounds

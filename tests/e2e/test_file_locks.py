@@ -47,15 +47,33 @@ def proc_locks_key(path):
     return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
 
 
-class HostLockWatch:
-    """Watches, from the host, every lock on SHARED while a run goes on: samples /proc/locks
-    and takes a host write lock (lockf F_TLOCK) on /dev/null and an OFD read probe on the
-    others, as often as it can. `seen` lists what it found that was not there before."""
+def ancestors(pid):
+    """The host pids above `pid` (its parent, grandparent, ...); [] when it is gone."""
+    out = []
+    while pid > 1 and len(out) < 64:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                pid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+        except (OSError, StopIteration, ValueError):
+            break
+        out.append(pid)
+    return out
 
-    def __init__(self):
+
+class HostLockWatch:
+    """Watches, from the host, every lock on SHARED while a run of `server` goes on: samples
+    /proc/locks and takes a host write lock (lockf F_TLOCK) on /dev/null, as often as it can.
+
+    The host is shared (other test processes probe these files too, the other modes of this
+    module among them), so a lock counts as the run's when its holder is a process under the
+    server, or when it is an OFD lock (no holder pid; no test takes one on these files).
+    `seen` lists the run's locks found, `refused` the host lockf calls a run's lock refused,
+    `others` what other host processes held meanwhile (for the message)."""
+
+    def __init__(self, server):
+        self.server_pid = server.proc.pid
         self.keys = {proc_locks_key(p): p for p in SHARED}
-        self.baseline = self._entries()
-        self.seen = []
+        self.seen, self.others = [], []
         self.refused = 0
         self.samples = 0
         self._stop = threading.Event()
@@ -69,11 +87,15 @@ class HostLockWatch:
                 # "1: OFDLCK ADVISORY WRITE -1 00:05:4 0 EOF"; a waiter's line has "->" first.
                 fields = [x for x in fields[1:] if x != "->"]
                 if len(fields) >= 5 and fields[4] in self.keys:
-                    found.add(" ".join(fields[:4]) + " " + self.keys[fields[4]])
+                    found.add((" ".join(fields[:3]), int(fields[3]), self.keys[fields[4]]))
         return found
+
+    def _the_runs(self, pid):
+        return pid == -1 or self.server_pid in ancestors(pid)
 
     def _run(self):
         null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+        me = os.getpid()
         try:
             while not self._stop.is_set():
                 self.samples += 1
@@ -81,10 +103,18 @@ class HostLockWatch:
                     fcntl.lockf(null, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     fcntl.lockf(null, fcntl.LOCK_UN)
                 except OSError:
-                    self.refused += 1
-                for entry in self._entries() - self.baseline:
-                    if str(os.getpid()) not in entry.split():  # our own probe lock
-                        self.seen.append(entry)
+                    # Whose lock was in the way (F_GETLK names a POSIX holder, -1 for OFD)?
+                    req = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+                    holder = struct.unpack("hhqqi4x", fcntl.fcntl(null, fcntl.F_GETLK, req))[4]
+                    if self._the_runs(holder):
+                        self.refused += 1
+                    else:
+                        self.others.append(("refused by", holder))
+                for kind, pid, path in self._entries():
+                    if pid == me:
+                        continue  # our own probe
+                    entry = f"{kind} {pid} {path}"
+                    (self.seen if self._the_runs(pid) else self.others).append(entry)
                 time.sleep(0.002)
         finally:
             os.close(null)
@@ -96,6 +126,11 @@ class HostLockWatch:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+    def report(self):
+        return (f"sampled {self.samples} times; the run's locks: {sorted(set(self.seen))}; host lockf refused by "
+                f"the run {self.refused} times; other host processes' locks meanwhile (not counted): "
+                f"{sorted(set(map(str, self.others)))[:5]}")
 
 
 # The race: the main thread makes every kind of lock call on descriptor N, naming the run's own
@@ -167,22 +202,22 @@ time.sleep(1.5)  # whatever the race won is held while the host looks
 class TestLockRace(unittest.TestCase):
     def test_flipping_the_descriptor_never_locks_a_shared_file(self):
         server.wait_pools_ready(profiles=[PROFILE])
-        with HostLockWatch() as watch:
+        with HostLockWatch(server) as watch:
             status, body = server.execute(FLIP_RACE.replace("SECONDS", "10"), path="/v1/execute",
                                           profile=PROFILE, timeout=40)
         self.assertEqual(status, 200, body)
         assert_mode(self, body)
-        self.assertEqual(body["exit_code"], 0, {k: body.get(k) for k in ("stdout", "stderr", "kill_reason", "kill_detail", "usage", "duration_ms")})
+        self.assertEqual(body["exit_code"], 0, {k: body.get(k) for k in ("stdout", "stderr", "kill_reason",
+                                                                         "kill_detail", "usage", "duration_ms")})
         calls = int(body["stdout"].split()[1])
         print(f"\n[ host    ] {body['stdout'].strip()}: against a thread flipping the descriptor; the host "
               f"sampled its locks {watch.samples} times", flush=True)
         self.assertGreater(calls, 100, body["stdout"])
         self.assertGreater(watch.samples, 10)
-        self.assertEqual(sorted(set(watch.seen)), [],
-                         f"the host's /proc/locks showed a run's locks on shared files ({calls} calls)")
-        self.assertEqual(watch.refused, 0,
-                         f"a host lockf(F_TLOCK) on /dev/null was refused {watch.refused} of {watch.samples} "
-                         f"times while the run raced ({calls} calls)")
+        self.assertEqual(sorted(set(watch.seen)), [], f"the host saw a run's locks on shared files ({calls} calls): "
+                                                      + watch.report())
+        self.assertEqual(watch.refused, 0, f"a run's lock refused a host lockf(F_TLOCK) on /dev/null ({calls} calls): "
+                                           + watch.report())
 
 
 # Every lock command on every kind of file a run can open that is not its own: each succeeds
@@ -263,7 +298,7 @@ def expected_elsewhere(mode):
 class TestLocksElsewhere(unittest.TestCase):
     def test_every_lock_command_on_every_shared_kind_of_file(self):
         server.wait_pools_ready(profiles=[PROFILE])
-        with HostLockWatch() as watch:
+        with HostLockWatch(server) as watch:
             status, body = server.execute(ELSEWHERE, path="/v1/execute", profile=PROFILE, timeout=30)
         self.assertEqual(status, 200, body)
         assert_mode(self, body)
@@ -271,8 +306,8 @@ class TestLocksElsewhere(unittest.TestCase):
         results = json.loads(body["stdout"].split("RESULTS ", 1)[1].splitlines()[0])
         for kind, mode in ELSEWHERE_MODES.items():
             self.assertEqual(results[kind], expected_elsewhere(mode), kind)
-        self.assertEqual(sorted(set(watch.seen)), [], "the host's /proc/locks showed a run's locks on shared files")
-        self.assertEqual(watch.refused, 0, "a host lockf(F_TLOCK) on /dev/null was refused while a run held locks")
+        self.assertEqual(sorted(set(watch.seen)), [], "the host saw a run's locks on shared files: " + watch.report())
+        self.assertEqual(watch.refused, 0, "a run's lock refused a host lockf(F_TLOCK) on /dev/null: " + watch.report())
 
 
 # The run's own files keep the kernel's semantics for every lock command. A matrix: the run
