@@ -189,11 +189,6 @@ LiveCall::LiveCall(LiveSession& session, std::shared_ptr<LiveSession> keep, std:
   grace_deadline_ = Clock::time_point::max();
   next_stats_ = start_ + std::chrono::milliseconds(kStatsIntervalMs);
   cpu_before_ = s_.run_.cgroup ? s_.run_.cgroup->ReadCpuUsageNs() : 0;
-  if (s_.run_.cgroup) {
-    isolation::CgroupStats st = s_.run_.cgroup->ReadStats();
-    pids_hits_before_ = st.pids_max_hits;
-    oom_kills_before_ = st.oom_kills;
-  }
   s_.in_call_ = true;
   s_.DrainStale();
   // The frame: 'C', the request's size (8 bytes, little-endian), the request.
@@ -317,12 +312,12 @@ int LiveCall::OnTick() {
     // kill that spared the interpreter, or a refused fork, is not the
     // session's end (the interpreter's death is, seen by OnDeath).
     const bool shared = s_.sandbox_->opened();
-    if (st.oom_kills > oom_kills_before_ && !shared) {
+    if (st.oom_kills > 0 && !shared) {
       EndSession(exec::KillReason::kMemory, "memory: the session ran out of memory (limit " +
                                                 std::to_string(s_.spec_.limits.memory_bytes) + " bytes)");
       return 1000;
     }
-    if (st.pids_max_hits > pids_hits_before_ && !shared) {
+    if (st.pids_max_hits > 0 && !shared) {
       EndSession(exec::KillReason::kPids, "pids: the session reached its process limit of " +
                                               std::to_string(s_.spec_.limits.pids) +
                                               " (a fork or thread was refused)");

@@ -171,7 +171,6 @@ class LiveCall {
   size_t sent_ = 0;
   Clock::time_point start_, deadline_, grace_deadline_, next_stats_;
   uint64_t cpu_before_ = 0;
-  uint64_t pids_hits_before_ = 0, oom_kills_before_ = 0;  // the cgroup's counts when the call began
   bool interrupt_sent_ = false;
   bool done_ = false;
   bool finished_ = false;
