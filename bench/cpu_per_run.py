@@ -183,29 +183,36 @@ def zygote_replacements(url, token, profile):
     return total
 
 
+def closed_loop(clients, body, count, errors):
+    """POSTs `body` (a print(1) run) to /v1/execute `count` times in all, one thread per client
+    (a closed loop: each sends its next request when it has its answer); a wrong answer goes to
+    `errors`."""
+    left = iter(range(count))
+    lock = threading.Lock()
+
+    def worker(cl):
+        while True:
+            with lock:
+                if next(left, None) is None:
+                    return
+            status, data = cl.request("POST", "/v1/execute", body)
+            if status != 200 or json.loads(data).get("stdout") != "1\n":
+                errors.append((status, data[:300]))
+
+    ts = [threading.Thread(target=worker, args=(cl,)) for cl in clients]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def airlock(url, token, profile, n, c, warmup):
     body = {"code": "print(1)", "profile": profile}
     clients = [Client(url, token) for _ in range(c)]
     errors = []
 
     def load(count):
-        left = iter(range(count))
-        lock = threading.Lock()
-
-        def worker(cl):
-            while True:
-                with lock:
-                    if next(left, None) is None:
-                        return
-                status, data = cl.request("POST", "/v1/execute", body)
-                if status != 200 or json.loads(data).get("stdout") != "1\n":
-                    errors.append((status, data[:300]))
-
-        ts = [threading.Thread(target=worker, args=(cl,)) for cl in clients]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        closed_loop(clients, body, count, errors)
 
     load(warmup)
     time.sleep(1.0)  # the pool refills after the warm-up

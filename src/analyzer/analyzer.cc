@@ -74,6 +74,7 @@ Result Analyzer::Analyze(std::string_view code) const {
              "SyntaxError: " + issue->message + " (line " + std::to_string(issue->line) + ")",
              issue->line, issue->col, Severity::kError);
   }
+  FindInvisibleCharacters(code, sink);
   RunRules(ts, *compiled_, sink);
   result.findings = sink.Take();
   return result;

@@ -29,7 +29,12 @@
 //            kernel confines the filesystem and there is no network or database to
 //            inject into, while the false positives (relative data paths, SQL text in a
 //            report, md5 as a checksum) would block honest code.
-//   kInfo    32+ hex digit strings (git SHAs and checksums look the same), suspicious
+//            Bidirectional controls (U+202A..U+202E, U+2066..U+2069, ...) anywhere in the
+//            code ("invisible-character"): they reorder how a line is shown, so it reads
+//            differently from how it runs (Trojan Source); Python allows them in comments
+//            and strings, where they can also be honest text.
+//   kInfo    other invisible characters (category Cf: zero-width spaces and joiners, tags,
+//            ...; the Hangul fillers), 32+ hex digit strings (git SHAs and checksums look the same), suspicious
 //            URI schemes, shell meta-characters, long base64 blobs, prompt-injection
 //            phrases: audit signals, never a reason to reject.
 //
@@ -37,7 +42,8 @@
 // the line (a tab is one column; on invalid UTF-8 the count is approximate).
 //
 // Rule families and their switches (Policy):
-//   always      syntax, encoding, nesting, size, too-many-findings, relative-import (a
+//   always      syntax, encoding, nesting, size, too-many-findings, invisible-character,
+//               relative-import (a
 //               relative import cannot work in a single script), import-not-allowed (when
 //               allowed_imports is set), blocklist (when blocklist is non-empty)
 //   python_guardrails  blocked-call, blocked-name, blocked-attribute, blocked-module,
@@ -85,7 +91,8 @@ struct Finding {
   // "import-not-allowed", "relative-import", "blocked-call", "blocked-name",
   // "blocked-attribute", "blocked-module", "dunder", "frame-attribute", "module-alias",
   // "getter-string", "dynamic-name", "deserialization", "blocklist", "weak-crypto",
-  // "secret", "path-traversal", "sql-injection", "c2-pattern", "prompt-injection".
+  // "secret", "path-traversal", "sql-injection", "c2-pattern", "prompt-injection",
+  // "invisible-character".
   std::string rule;
   // What was found and why it is not allowed; the fips-agents wording where it has one,
   // e.g. "import of 'os' is not allowed (not in allowed imports)".
@@ -144,6 +151,10 @@ class Analyzer {
  private:
   std::unique_ptr<CompiledPolicy> compiled_;
 };
+
+// The "invisible-character" findings alone, for text in any language (the analyzer
+// reads Python; a request in another language still has them reported).
+std::vector<Finding> InvisibleCharacterFindings(std::string_view text, size_t max_findings = 200);
 
 // One-shot convenience: compiles the policy and analyzes (a few microseconds slower).
 Result Analyze(std::string_view code, const Policy& policy);

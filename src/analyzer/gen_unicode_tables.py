@@ -10,6 +10,11 @@ user's code (python3.11, Unicode 14.0):
     analyzer maps such names back to ASCII before applying its rules.
   kAsciiCharNames: the Unicode names (and the one alias, SP) of the printable
     ASCII characters, so that "\\N{LOW LINE}" decodes to "_" in string literals.
+  kInvisibleChars: every code point of category Cf (format: the bidirectional
+    controls, zero-width spaces and joiners, tags, ...) and the four Hangul
+    fillers (category Lo, but drawn as nothing and valid in identifiers), with
+    their names: characters that make code read differently from how it runs
+    (the analyzer's "invisible-character" finding, the approval views' escapes).
 
 Usage: /usr/bin/python3 gen_unicode_tables.py > unicode_tables.inc
 """
@@ -44,6 +49,14 @@ out.append("inline constexpr AsciiNameEntry kAsciiCharNames[] = {")
 for name, ch in names:
     esc = {"\\": "\\\\", "'": "\\'"}.get(ch, ch)
     out.append("    {\"%s\", '%s'}," % (name, esc))
+out.append("};")
+out.append("struct InvisibleEntry { char32_t cp; const char* name; };")
+out.append("// Sorted by code point.")
+out.append("inline constexpr InvisibleEntry kInvisibleChars[] = {")
+HANGUL_FILLERS = (0x115F, 0x1160, 0x3164, 0xFFA0)
+for cp in range(sys.maxunicode + 1):
+    if unicodedata.category(chr(cp)) == "Cf" or cp in HANGUL_FILLERS:
+        out.append('    {0x%X, "%s"},' % (cp, unicodedata.name(chr(cp), "")))
 out.append("};")
 out.append("// NOLINTEND")
 print("\n".join(out))

@@ -14,6 +14,9 @@ constexpr RuleInfo kRules[] = {
     {"size", "always", "ast_scan", "error", "code larger than the analyzer reads; it is not analyzed"},
     {"too-many-findings", "always", "ast_scan", "error",
      "more findings than the analyzer returns (200); the rest are dropped"},
+    {"invisible-character", "always", "ast_scan", "warning or info",
+     "invisible characters (Unicode Cf: bidirectional controls, which reorder what an editor or the approval console "
+     "shows, as a warning; zero-width and other format characters as info), in code of any language"},
     {"relative-import", "always", "ast_scan", "error",
      "a relative import (from . import x): a single script has no package to import from"},
     {"import-not-allowed", "always", "ast_scan", "error",

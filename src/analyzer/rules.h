@@ -43,6 +43,11 @@ class FindingSink {
   std::vector<Finding> findings_;
 };
 
+// The "invisible-character" rule over raw text (invisible.cc): one finding per line
+// that holds invisible characters (unicode.h), naming them; a warning when one of them
+// is a bidirectional control, else an info.
+void FindInvisibleCharacters(std::string_view text, FindingSink& sink);
+
 // Runs every policy rule over the tokens (syntax issues are reported by the caller).
 void RunRules(const TokenizedSource& ts, const CompiledPolicy& policy, FindingSink& sink);
 

@@ -9,6 +9,7 @@ namespace {
 #include "analyzer/unicode_tables.inc"
 
 static_assert(std::size(kNfkcAscii) > 0);
+static_assert(std::size(kInvisibleChars) > 0);
 }  // namespace
 
 std::optional<Utf8Error> FindInvalidUtf8(std::string_view s) {
@@ -122,6 +123,45 @@ std::optional<char> AsciiCharForName(std::string_view name) {
     return std::nullopt;
   }
   return it->ch;
+}
+
+const char* InvisibleCharacterName(char32_t cp) {
+  auto it = std::lower_bound(std::begin(kInvisibleChars), std::end(kInvisibleChars), cp,
+                             [](const InvisibleEntry& e, char32_t c) { return e.cp < c; });
+  return it != std::end(kInvisibleChars) && it->cp == cp ? it->name : nullptr;
+}
+
+bool IsBidiControl(char32_t cp) {
+  return cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
+std::string EscapeInvisibleInJson(std::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  auto hex4 = [&out](unsigned v) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) out += kDigits[(v >> shift) & 0xF];
+  };
+  for (size_t i = 0; i < json.size();) {
+    if (static_cast<unsigned char>(json[i]) < 0x80) {
+      out += json[i++];
+      continue;
+    }
+    const size_t start = i;
+    const char32_t cp = DecodeUtf8(json, i);
+    if (cp == 0xFFFD || InvisibleCharacterName(cp) == nullptr) {
+      out.append(json.substr(start, i - start));  // the bytes as they were
+    } else if (cp < 0x10000) {
+      hex4(static_cast<unsigned>(cp));
+    } else {
+      const unsigned v = static_cast<unsigned>(cp) - 0x10000;
+      hex4(0xD800 + (v >> 10));
+      hex4(0xDC00 + (v & 0x3FF));
+    }
+  }
+  return out;
 }
 
 }  // namespace airlock::analyzer

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstdio>
 
+#include "analyzer/unicode.h"
 #include "api/audit_log.h"
 #include "api/error_mapping.h"
 #include "base/log.h"
 #include "base/random.h"
+#include "service/sha256.h"
 
 namespace airlock::api {
 
@@ -40,6 +42,22 @@ std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
+// An input file's content is shown in the approval when it is text a person
+// reads on the page: valid UTF-8, no NUL, at most this long; else it is a
+// download link.
+constexpr size_t kShownFileBytes = 64 << 10;
+
+bool ShownAsText(const std::string& content) {
+  return content.size() <= kShownFileBytes && content.find('\0') == std::string::npos &&
+         !analyzer::FindInvalidUtf8(content).has_value();
+}
+
+// Every approval JSON leaves the server with its invisible characters
+// (bidirectional controls, zero-width ones) escaped: whoever reads the code or
+// a file, in the console or in a terminal, sees \u202e where the text would
+// otherwise be reordered.
+RouteAnswer Json(int status, const std::string& body) { return {status, analyzer::EscapeInvisibleInJson(body)}; }
+
 }  // namespace
 
 Approvals::Approvals(boost::asio::io_context& io, ApprovalOptions options, StartRun start_run, AuditFn audit)
@@ -69,6 +87,7 @@ StatusOr<std::string> Approvals::Hold(service::Prepared p, const std::string& re
                              " requests are waiting for approval already (--max-pending-approvals); decide some "
                              "(GET /v1/approvals) or retry later");
   }
+  if (!p.plan) return Status(ErrorCode::kInternal, "Approvals::Hold: a request without a prepared run");
   auto e = std::make_unique<Entry>();
   std::string id = NewId();
   model::ApprovalView& v = e->view;
@@ -76,9 +95,21 @@ StatusOr<std::string> Approvals::Hold(service::Prepared p, const std::string& re
   v.status = "pending";
   v.request_id = request_id;
   v.profile = p.profile_name;
+  v.language = std::string(profile::LanguageName(p.plan->language));
+  v.limits = service::ToView(p.plan->limits);
   v.code = std::move(p.code);
   v.code_sha256 = p.code_sha256;
   v.code_bytes = p.code_bytes;
+  for (model::InputFile& f : p.files) {
+    model::ApprovalFile af;
+    af.path = std::move(f.path);
+    af.size = static_cast<int64_t>(f.content.size());
+    af.sha256 = service::Sha256Hex(f.content);
+    af.shown = ShownAsText(f.content);
+    af.content = std::move(f.content);
+    v.files.push_back(std::move(af));
+  }
+  v.request_sha256 = service::Sha256Hex(model::RequestDigestJson(v));
   v.findings = std::move(p.violations);
   v.requested_by = requested_by;
   v.created_at = NowRfc3339();
@@ -101,7 +132,7 @@ StatusOr<std::string> Approvals::Hold(service::Prepared p, const std::string& re
 
 std::string Approvals::PendingJson(const std::string& id) const {
   const Entry* e = Find(id);
-  return e ? model::ApprovalToJson(e->view, false, false) : "{}";
+  return e ? Json(200, model::ApprovalToJson(e->view, false, false)).body : "{}";
 }
 
 void Approvals::Wait(const std::string& id, double wait_s, std::function<void()> done) {
@@ -135,11 +166,11 @@ RouteAnswer Approvals::Outcome(const std::string& id, bool compat) const {
     if (e->has_response) {
       return {200, compat ? model::CompatExecuteToJson(e->response) : model::V1ExecuteToJson(e->response)};
     }
-    return {200, model::ApprovalToJson(e->view, false, true)};
+    return Json(200, model::ApprovalToJson(e->view, false, true));
   }
-  if (s == "denied" || s == "expired") return {403, model::ApprovalToJson(e->view, false, false)};
-  if (s == "failed") return {500, model::ApprovalToJson(e->view, false, false)};
-  return {202, model::ApprovalToJson(e->view, false, false)};
+  if (s == "denied" || s == "expired") return Json(403, model::ApprovalToJson(e->view, false, false));
+  if (s == "failed") return Json(500, model::ApprovalToJson(e->view, false, false));
+  return Json(202, model::ApprovalToJson(e->view, false, false));
 }
 
 RouteAnswer Approvals::Handle(const std::string& method, const std::string& path, const std::string& body,
@@ -159,18 +190,45 @@ RouteAnswer Approvals::Handle(const std::string& method, const std::string& path
     std::sort(pending.begin(), pending.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
     std::vector<model::ApprovalView> views;
     for (const Entry* e : pending) views.push_back(e->view);
-    return {200, model::ApprovalListToJson(views)};
+    return Json(200, model::ApprovalListToJson(views));
   }
   std::string id = path.substr(std::string("/v1/approvals/").size());
-  if (method == "POST") return Decide(id, body, caller);
-  if (method != "GET") return Error(model::ErrorKind::kMethodNotAllowed, "method not allowed; use GET or POST");
+  // /v1/approvals/{id}/files/{n}: an input file too large or not text enough
+  // to be shown in the approval itself.
+  std::string file_index;
+  if (size_t slash = id.find('/'); slash != std::string::npos) {
+    const std::string rest = id.substr(slash);
+    id.resize(slash);
+    if (rest.rfind("/files/", 0) != 0 || rest.size() == 7 || rest.size() > 12 ||
+        rest.find_first_not_of("0123456789", 7) != std::string::npos) {
+      return Error(model::ErrorKind::kNotFound, "no such route under /v1/approvals/{id} (only /files/{n})");
+    }
+    file_index = rest.substr(7);
+  }
+  if (method == "POST" && file_index.empty()) return Decide(id, body, caller);
+  if (method != "GET") {
+    return Error(model::ErrorKind::kMethodNotAllowed, file_index.empty() ? "method not allowed; use GET or POST"
+                                                                         : "method not allowed; use GET");
+  }
   const Entry* e = Find(id);
   // The requester may follow its own request; approvers see all. Others are
   // told nothing (404, as for an id that does not exist).
   if (e == nullptr || (!decider && e->view.requested_by != caller.name)) {
     return Error(model::ErrorKind::kNotFound, "no approval '" + id.substr(0, 64) + "' (GET /v1/approvals lists pending ones)");
   }
-  return {200, model::ApprovalToJson(e->view, true, true)};
+  if (!file_index.empty()) {
+    const size_t n = std::stoul(file_index);
+    if (n >= e->view.files.size()) {
+      return Error(model::ErrorKind::kNotFound, "approval " + id + " has " + std::to_string(e->view.files.size()) +
+                                                    " input files; numbered from 0");
+    }
+    if (!e->view.files[n].kept) {
+      return Error(model::ErrorKind::kNotFound, "approval " + id + " is " + e->view.status +
+                                                    ": its files are no longer kept (their sha256 is)");
+    }
+    return Json(200, model::ApprovalFileToJson(e->view.files[n]));
+  }
+  return Json(200, model::ApprovalToJson(e->view, true, true));
 }
 
 RouteAnswer Approvals::Decide(const std::string& id, const std::string& body, const Caller& caller) {
@@ -186,6 +244,12 @@ RouteAnswer Approvals::Decide(const std::string& id, const std::string& body, co
   if (!model::ParseApprovalDecision(body, opt_.max_depth, &d, &err)) return {HttpStatus(err.kind), model::ErrorToJson(err, "")};
   if (e->view.status != "pending") {
     return Error(model::ErrorKind::kConflict, "approval " + id + " is " + e->view.status + " already");
+  }
+  if (d.request_sha256 && *d.request_sha256 != e->view.request_sha256) {
+    return Error(model::ErrorKind::kConflict, "request_sha256 " + *d.request_sha256 +
+                                                  " is not the held request's (" + e->view.request_sha256 +
+                                                  "): decide on the request GET /v1/approvals/" + id +
+                                                  " shows (code, language, limits and files)");
   }
   if (d.code_sha256 && *d.code_sha256 != e->view.code_sha256) {
     return Error(model::ErrorKind::kConflict, "code_sha256 " + d.code_sha256->substr(0, 64) +
@@ -208,13 +272,13 @@ RouteAnswer Approvals::Decide(const std::string& id, const std::string& body, co
     v.error = "denied by " + v.decided_by + (d.reason.empty() ? "" : ": " + d.reason);
     e->plan.reset();
     AuditDecision(*e, "denied", v.decided_by, 200);
-    RouteAnswer a{200, model::ApprovalToJson(v, false, false)};
+    RouteAnswer a = Json(200, model::ApprovalToJson(v, false, false));
     Finish(*e);
     return a;
   }
   v.status = "approved";
   AuditDecision(*e, "approved", v.decided_by, 200);
-  RouteAnswer a{200, model::ApprovalToJson(v, false, false)};
+  RouteAnswer a = Json(200, model::ApprovalToJson(v, false, false));
   std::weak_ptr<bool> alive = alive_;
   // The held Plan itself runs: the code, profile and limits decided on.
   start_run_(std::move(e->plan), [this, alive, id](Status st, model::ExecuteResponse resp) {
@@ -238,6 +302,7 @@ void Approvals::OnRan(const std::string& id, Status st, model::ExecuteResponse r
   a.code_bytes = v.code_bytes;
   a.violations = v.findings;
   a.approval_id = id;
+  a.request_sha256 = v.request_sha256;
   if (!st.ok()) {
     v.status = "failed";
     v.error = "the run could not be started: " + st.ToString();
@@ -292,11 +357,17 @@ void Approvals::AuditDecision(const Entry& e, const std::string& verdict, const 
   a.http_status = status;
   a.violations = e.view.findings;
   a.approval_id = e.view.id;
+  a.request_sha256 = e.view.request_sha256;
   a.reason = e.view.reason;
   audit_(std::move(a));
 }
 
 void Approvals::Finish(Entry& e) {
+  // Decided and done: the files' bytes go (their path, size and sha256 stay).
+  for (model::ApprovalFile& f : e.view.files) {
+    f.content = std::string();
+    f.kept = false;
+  }
   auto waiters = std::move(e.waiters);
   e.waiters.clear();
   for (auto& [timer, fn] : waiters) {

@@ -149,11 +149,10 @@ std::optional<std::string> E2bRoutes::NewContext(const std::string& owner, const
     return std::nullopt;
   }
   if (request.cwd) {
-    // The sandbox has one working directory; E2B's home is its name here.
-    if (*request.cwd != "/home/user" && *request.cwd != "/home/user/" && *request.cwd != "/tmp") {
+    // The sandbox has one working directory, /home/user.
+    if (*request.cwd != "/home/user" && *request.cwd != "/home/user/") {
       *error = {model::ErrorKind::kBadRequest,
-                "cwd '" + request.cwd->substr(0, 200) +
-                    "' is not supported: a context's working directory is /home/user (the sandbox's /tmp)",
+                "cwd '" + request.cwd->substr(0, 200) + "' is not supported: a context's working directory is /home/user",
                 ""};
       return std::nullopt;
     }
@@ -397,7 +396,7 @@ E2bReply E2bRoutes::Files(const E2bRequest& rq) {
   if (!live) return Error(error);
   // The session's working directory through its init's root: every path is
   // resolved beneath it with no symlink followed (isolation/sandbox_files.h).
-  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), "/tmp");
+  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), isolation::kWorkspaceDir);
   if (!root.ok()) {
     return Error({model::ErrorKind::kGone, "the sandbox's working directory is gone: " + root.status().ToString(), ""});
   }

@@ -286,7 +286,7 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
   // The session's working directory, opened through its init's root: every
   // path below is resolved beneath it with no symlink followed
   // (isolation/sandbox_files.h).
-  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), "/tmp");
+  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), isolation::kWorkspaceDir);
   if (!root.ok()) {
     return Error({model::ErrorKind::kGone, "the session's working directory is gone: " + root.status().ToString(), ""},
                  rid);

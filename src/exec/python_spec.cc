@@ -10,7 +10,7 @@ isolation::Spec PythonSpec(const std::string& code, const isolation::Limits& lim
   if (unbuffered) spec.argv.push_back("-u");  // stream output as it is printed
   spec.argv.push_back("/sandbox/main.py");
   // A short fixed list: nothing of the caller's environment reaches the run.
-  spec.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8",
+  spec.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/user", "TMPDIR=/tmp", "LANG=C.UTF-8",
               "LC_ALL=C.UTF-8", "PYTHONUTF8=1", "USER=sandbox", "MPLBACKEND=Agg", "MPLCONFIGDIR=/tmp/.matplotlib"};
   spec.files.push_back({"/sandbox/main.py", code, 0444});
   spec.limits = limits;

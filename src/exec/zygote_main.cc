@@ -216,8 +216,11 @@ class Zygote {
     }
     int p[4][2];
     int made = 0;
+    // p[0], the status channel, is a socket: also the run's control channel
+    // (isolation/init_control.h), should the run become a session's sandbox.
     for (; made < 4; ++made) {
-      if (::pipe2(p[made], O_CLOEXEC) != 0) break;
+      int rc = made == 0 ? ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p[made]) : ::pipe2(p[made], O_CLOEXEC);
+      if (rc != 0) break;
     }
     int ctl[2] = {-1, -1};
     bool ok = made == 4 && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) == 0;

@@ -11,41 +11,12 @@
 
 #include "isolation/init_loop.h"  // ProgramStatus
 #include "isolation/landlock.h"
+#include "isolation/restrict.h"
 #include "isolation/seccomp_policy.h"
 #include "isolation/spec.h"
+#include "isolation/steps.h"
 
 namespace airlock::isolation::internal {
-
-// Steps the child reports on failure; names in kStepNames (sandbox.cc).
-enum Step : int {
-  kStepSync = 1,
-  kStepCgroupNs,
-  kStepSetgroups,
-  kStepSetgid,
-  kStepSetuid,
-  kStepCaps,
-  kStepHostname,
-  kStepMountPrivate,
-  kStepMountRoot,
-  kStepMountOp,
-  kStepPivotRoot,
-  kStepRemountRoot,
-  kStepFork,
-  kStepSetsid,
-  kStepFds,
-  kStepRlimits,
-  kStepChdir,
-  kStepSecurebits,
-  kStepCapsDrop,
-  kStepNoNewPrivs,
-  kStepLandlock,
-  kStepSeccomp,
-  kStepExec,
-  kStepReady,  // a warm run could not tell its zygote's server that it is ready
-  kStepLocks,  // the lock filter and its hand-over to init (lock_supervisor.h)
-  kStepIdMaps, // a warm run's first process writing its own uid/gid maps
-  kStepCount,
-};
 
 struct ChildError {
   int step;
@@ -56,8 +27,10 @@ struct ChildError {
 struct MountOp {
   // kMask: /dev/null over a file, an empty read-only tmpfs over a directory;
   // kReadOnly: a read-only bind of a path onto itself. Both skip a target this
-  // kernel does not have.
-  enum Kind { kDir, kBindRo, kBindFile, kSymlink, kFile, kTmpfs, kProc, kMask, kReadOnly } kind;
+  // kernel does not have. kBind: a writable bind of a directory of the new
+  // root (source) at target; kDetach: the mount at target detached and its
+  // directory removed.
+  enum Kind { kDir, kBindRo, kBindFile, kSymlink, kFile, kTmpfs, kProc, kMask, kReadOnly, kBind, kDetach } kind;
   std::string target;  // absolute path inside the sandbox
   std::string source;  // bind source, symlink target, or file content
   std::string data;    // tmpfs options
@@ -129,5 +102,10 @@ void RunWarmProgram(const ChildPlan& plan, int lock_sock);
 
 // fork() without glibc's atfork handlers (a raw clone(SIGCHLD)).
 pid_t RawFork();
+
+// The restrictions of a plan's program as restrict.h's flat plan, pointing
+// into `plan` (no allocation: safe after clone()). False when the plan has
+// more rlimits or Landlock rules than RestrictPlan holds.
+bool RestrictPlanOf(const ChildPlan& plan, RestrictPlan* out);
 
 }  // namespace airlock::isolation::internal

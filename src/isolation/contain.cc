@@ -3,7 +3,6 @@
 // never allocate, never return; report a failure as (step, errno) and exit.
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <linux/securebits.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -19,6 +18,7 @@
 #include "isolation/child_plan.h"
 #include "isolation/init_loop.h"
 #include "isolation/lock_supervisor.h"
+#include "isolation/restrict.h"
 #include "isolation/spec.h"
 
 namespace airlock::isolation::internal {
@@ -67,29 +67,18 @@ int MoveFd(int fd, int target) {
 
 // The program: everything after this is the user's. Returns only for a warm
 // plan, with every layer in force. lock_sock: where the lock filter's listener
-// goes to init (-1: no lock filter, the zygote).
+// goes to init (-1: no lock filter, the zygote). The security checklist itself
+// is restrict.h's, shared with the processes a sandbox's init starts.
 void RestrictProgram(const ChildPlan& plan, int lock_sock) {
+  RestrictPlan r;
+  if (!RestrictPlanOf(plan, &r)) Fail(plan, kStepLandlock, E2BIG);
   // First, while nothing but our own code runs: every lock request from here on
   // is answered by init (lock_supervisor.h).
-  if (lock_sock >= 0) {
-    const std::vector<sock_filter>& filter = plan.seccomp->lock_filter;
-    if (int err = InstallLockFilter(filter.data(), filter.size(), lock_sock)) Fail(plan, kStepLocks, err);
-  }
-  if (::setsid() < 0) Fail(plan, kStepSetsid, errno);
-  // execve keeps the signal mask and ignored signals: start the program from
-  // the defaults, whatever the server blocked or ignored. A warm run keeps its
-  // interpreter's own dispositions (SIGPIPE ignored, SIGINT handled), which are
-  // what a fresh python3 sets up too.
-  if (!plan.warm) {
-    for (int sig = 1; sig < NSIG; ++sig) {
-      if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
-    }
-  }
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Dies with init, whatever happens to the rest of the namespace.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  int step = 0;
+  if (int err = InstallLockFilterFirst(r, lock_sock, &step)) Fail(plan, step, err);
+  // A warm run keeps its interpreter's own dispositions (SIGPIPE ignored,
+  // SIGINT handled), which are what a fresh python3 sets up too.
+  if (int err = StartOwnSession(/*default_signals=*/!plan.warm)) Fail(plan, kStepSetsid, err);
 
   // fds: 0 = /dev/null, 1/2 = the output pipes, 3 = the extra channel, err_w
   // kept (close-on-exec) until execve; every other fd closed.
@@ -125,9 +114,7 @@ void RestrictProgram(const ChildPlan& plan, int lock_sock) {
     Fail(plan, kStepFds, errno);
   }
 
-  for (const auto& [resource, limit] : plan.rlimits) {
-    if (::setrlimit(static_cast<__rlimit_resource>(resource), &limit) != 0) Fail(plan, kStepRlimits, errno);
-  }
+  if (int err = ApplyRlimits(r)) Fail(plan, kStepRlimits, err);
   if (::chdir(plan.workdir.c_str()) != 0) Fail(plan, kStepChdir, errno);
 
   if (plan.nested_sandbox_host) {
@@ -139,34 +126,11 @@ void RestrictProgram(const ChildPlan& plan, int lock_sock) {
     } else if (int err = SetAllCaps(false)) {
       Fail(plan, kStepCapsDrop, err);
     }
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(plan, kStepNoNewPrivs, errno);
     ::syscall(SYS_execveat, plan.exec_fd, "", plan.argv.data(), plan.envp.data(), AT_EMPTY_PATH);
     Fail(plan, kStepExec, errno);
   }
 
-  // Capabilities: lock the securebits so that no execve (even of a setuid file,
-  // even as uid 0) gives any back, empty the bounding and ambient sets, then
-  // drop everything we hold.
-  if (::prctl(PR_SET_SECUREBITS, SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
-                                     SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0) {
-    Fail(plan, kStepSecurebits, errno);
-  }
-  for (int cap = 0;; ++cap) {
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
-      if (errno == EINVAL) break;  // past the last capability this kernel knows
-      Fail(plan, kStepCapsDrop, errno);
-    }
-  }
-  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) Fail(plan, kStepCapsDrop, errno);
-  if (int err = SetAllCaps(false)) Fail(plan, kStepCapsDrop, err);
-
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(plan, kStepNoNewPrivs, errno);
-  if (plan.landlock.abi > 0) {
-    if (int err = ApplyLandlockInChild(plan.landlock)) Fail(plan, kStepLandlock, err);
-  }
-  // Last: after this only the allowlisted system calls exist.
-  if (int err = ApplySeccompInChild(*plan.seccomp)) Fail(plan, kStepSeccomp, err);
+  if (int err = LockDown(r, &step)) Fail(plan, step, err);
   if (plan.warm) return;
   if (plan.exec_fd >= 0) {
     ::syscall(SYS_execveat, plan.exec_fd, "", plan.argv.data(), plan.envp.data(), AT_EMPTY_PATH);
@@ -238,6 +202,32 @@ void SetUpRun(const ChildPlan& plan) {
 // held the malloc lock when we were cloned, and we never allocate anyway.
 pid_t RawFork() { return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr)); }
 
+bool RestrictPlanOf(const ChildPlan& plan, RestrictPlan* out) {
+  if (plan.rlimits.size() > static_cast<size_t>(RestrictPlan::kMaxRlimits) ||
+      plan.landlock.rules.size() > static_cast<size_t>(RestrictPlan::kMaxRules)) {
+    return false;
+  }
+  *out = RestrictPlan{};
+  for (const auto& [resource, limit] : plan.rlimits) {
+    out->rlimits[out->n_rlimits++] = {resource, static_cast<uint64_t>(limit.rlim_cur),
+                                      static_cast<uint64_t>(limit.rlim_max)};
+  }
+  out->landlock_abi = plan.landlock.abi;
+  out->handled_fs = plan.landlock.handled_fs;
+  out->handled_net = plan.landlock.handled_net;
+  out->scoped = plan.landlock.scoped;
+  for (const LandlockPlan::Rule& rule : plan.landlock.rules) {
+    out->rules[out->n_rules++] = {rule.path.c_str(), rule.access};
+  }
+  if (plan.seccomp != nullptr) {
+    out->filter = plan.seccomp->filter.data();
+    out->filter_len = plan.seccomp->filter.size();
+    out->lock_filter = plan.seccomp->lock_filter.empty() ? nullptr : plan.seccomp->lock_filter.data();
+    out->lock_filter_len = plan.seccomp->lock_filter.size();
+  }
+  return true;
+}
+
 void RunWarmProgram(const ChildPlan& plan, int lock_sock) {
   CloseInheritedFds(plan, lock_sock);
   // No parent-death signal yet: our parent is the run's init, and until
@@ -289,7 +279,7 @@ void RunChild(const ChildPlan& plan) {
   }
 
   if (lock_sock[1] >= 0) ::close(lock_sock[1]);
-  RunInitLoop(plan.status_w, program, lock_sock[0], plan.workdir.c_str());
+  RunInitLoop(plan.status_w, program, lock_sock[0], plan.workdir.c_str(), /*join_cgroup_namespace=*/false);
 }
 
 }  // namespace airlock::isolation::internal

@@ -5,7 +5,8 @@
 // for each run instead of a copy of itself (issue 11).
 //
 // Rules: system calls only, no allocation, nothing from outside this file and
-// lock_supervisor.cc (the init program links just these two), and C and kernel
+// the lock supervisor (lock_supervisor.cc, record_locks.cc: the init program
+// links just these), and C and kernel
 // headers only: the init program is built against musl where it is installed
 // (src/isolation/CMakeLists.txt says why).
 #pragma once
@@ -40,7 +41,14 @@ struct ProgramStatus {
 // requests (the listener arrives on lock_sock: lock_supervisor.h). When the
 // program has ended: kills and reaps everything else in the pid namespace,
 // then writes a ProgramStatus to status_fd and exits 0.
+// status_fd is also the run's control channel (init_control.h): once the
+// server has made the run a sandbox there, the run ends not with its program
+// but when the sandbox does, and init starts processes in it meanwhile.
+// join_cgroup_namespace: the warm init, which joins the program's cgroup
+// namespace (made once the run is in its cgroup) for the processes it starts;
+// the cold init made it before forking the program.
 // Exits 127 if it finds no child before the program ended (cannot happen).
-[[noreturn]] void RunInitLoop(int status_fd, pid_t program, int lock_sock, const char* workdir);
+[[noreturn]] void RunInitLoop(int status_fd, pid_t program, int lock_sock, const char* workdir,
+                              bool join_cgroup_namespace);
 
 }  // namespace airlock::isolation::internal

@@ -13,6 +13,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "isolation/record_locks.h"
+
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS  // Linux 6.6; Debian 12's headers stop at 6.1
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
@@ -22,50 +24,8 @@
 #define PIDFD_THREAD O_EXCL  // Linux 6.9: a pidfd for a thread, not only a leader
 #endif
 
-#if defined(__x86_64__)
-// process_vm_readv below reads the caller's struct flock with our own layout:
-// the kernel's, the same in glibc (the program) and musl (this init, built
-// against musl where it is installed).
-static_assert(sizeof(struct flock) == 32, "the kernel's struct flock on x86-64");
-#endif
-
 namespace airlock::isolation::internal {
 namespace {
-
-bool IsOwn(const LockSupervisor& sup, int fd) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return false;
-  for (int i = 0; i < sup.n_own; ++i) {
-    if (st.st_dev == sup.own_devs[i]) return true;
-  }
-  return false;
-}
-
-// The thread group (Tgid:) of `tid`, from /proc/TID/status, read into a stack
-// buffer (this runs in a run's init: no allocation). -1 when unknown.
-pid_t TgidOf(pid_t tid) {
-  char path[40] = "/proc/";
-  char digits[16];
-  int n = 0;
-  for (unsigned v = static_cast<unsigned>(tid); n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
-  size_t len = 6;
-  while (n > 0) path[len++] = digits[--n];
-  memcpy(path + len, "/status", 8);
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[1024];
-  ssize_t got = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (got <= 0) return -1;
-  buf[got] = '\0';
-  const char* line = strstr(buf, "\nTgid:");
-  if (line == nullptr) return -1;
-  line += 6;
-  while (*line == ' ' || *line == '\t') ++line;
-  long v = 0;
-  for (; *line >= '0' && *line <= '9'; ++line) v = v * 10 + (*line - '0');
-  return v > 0 ? static_cast<pid_t>(v) : -1;
-}
 
 // A pidfd through which the caller's file table is reached. Linux >= 6.9 opens
 // the calling thread itself (PIDFD_THREAD). Before, a pidfd names a thread
@@ -87,20 +47,6 @@ long PidfdOfCaller(pid_t tid) {
   return ::syscall(SYS_pidfd_open, tgid, 0);
 }
 
-bool StillWaiting(const LockSupervisor& sup, uint64_t id) {
-  uint64_t copy = id;
-  return ::ioctl(sup.listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &copy) == 0;
-}
-
-void Answer(const LockSupervisor& sup, uint64_t id, int error, uint32_t flags = 0) {
-  struct seccomp_notif_resp resp;
-  memset(&resp, 0, sizeof resp);
-  resp.id = id;
-  resp.error = error ? -error : 0;
-  resp.flags = flags;
-  ::ioctl(sup.listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);  // ENOENT: the caller is gone; nothing to do
-}
-
 // flock(fd, op): on the run's own file, done here on init's duplicate of the
 // caller's open file description (the same lock). Returns true when the
 // request now waits in sup->pending (fd kept), false when answered.
@@ -108,70 +54,93 @@ bool Flock(LockSupervisor* sup, const struct seccomp_notif& req, int fd) {
   const int op = static_cast<int>(req.data.args[1]);
   const int kind = op & ~LOCK_NB;
   if (kind != LOCK_SH && kind != LOCK_EX && kind != LOCK_UN) {
-    Answer(*sup, req.id, EINVAL);
+    AnswerLock(*sup, req.id, EINVAL);
     return false;
   }
-  if (!IsOwn(*sup, fd)) {
-    Answer(*sup, req.id, 0);  // shared with the host or other runs: lock nothing
+  if (!IsRunsOwn(*sup, fd)) {
+    AnswerLock(*sup, req.id, 0);  // shared with the host or other runs: lock nothing
     return false;
   }
   if (::flock(fd, kind | LOCK_NB) == 0) {
-    Answer(*sup, req.id, 0);
+    AnswerLock(*sup, req.id, 0);
     return false;
   }
   const int err = errno;
   if (err != EWOULDBLOCK || (op & LOCK_NB) || kind == LOCK_UN) {
-    Answer(*sup, req.id, err);
+    AnswerLock(*sup, req.id, err);
     return false;
   }
-  if (sup->n_pending == LockSupervisor::kMaxPending) {
-    Answer(*sup, req.id, ENOLCK);
-    return false;
-  }
-  sup->pending[sup->n_pending++] = {req.id, fd, kind};
-  return true;
-}
-
-// fcntl(fd, F_*LK*, &flock): the run's own file goes to the kernel (the owner of
-// a POSIX lock is the calling process, which init cannot act as); any other
-// file gets "done" without a lock, and F_GETLK "no conflict".
-void RecordLock(const LockSupervisor& sup, const struct seccomp_notif& req, int fd) {
-  if (IsOwn(sup, fd)) {
-    Answer(sup, req.id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
-    return;
-  }
-  struct flock fl;
-  struct iovec local = {&fl, sizeof fl};
-  struct iovec remote = {reinterpret_cast<void*>(static_cast<uintptr_t>(req.data.args[2])), sizeof fl};
-  if (::process_vm_readv(static_cast<pid_t>(req.pid), &local, 1, &remote, 1, 0) != sizeof fl) {
-    Answer(sup, req.id, EFAULT);
-    return;
-  }
-  const unsigned cmd = static_cast<unsigned>(req.data.args[1]);
-  if (fl.l_type != F_RDLCK && fl.l_type != F_WRLCK && fl.l_type != F_UNLCK) {
-    Answer(sup, req.id, EINVAL);
-    return;
-  }
-  if (cmd == F_GETLK || cmd == F_OFD_GETLK) {
-    fl.l_type = F_UNLCK;
-    if (!StillWaiting(sup, req.id) ||  // the pid still names the caller
-        ::process_vm_writev(static_cast<pid_t>(req.pid), &local, 1, &remote, 1, 0) != sizeof fl) {
-      Answer(sup, req.id, EFAULT);
-      return;
-    }
-    Answer(sup, req.id, 0);
-    return;
-  }
-  // The kernel's own checks: a read lock needs a readable, a write lock a writable descriptor.
-  const int mode = ::fcntl(fd, F_GETFL) & O_ACCMODE;
-  if ((fl.l_type == F_RDLCK && mode == O_WRONLY) || (fl.l_type == F_WRLCK && mode == O_RDONLY)) {
-    Answer(sup, req.id, EBADF);
-    return;
-  }
-  Answer(sup, req.id, 0);
+  LockSupervisor::Pending p = {};
+  p.id = req.id;
+  p.fd = fd;
+  p.op = kind;
+  if (AddPending(sup, p)) return true;
+  AnswerLock(*sup, req.id, ENOLCK);
+  return false;
 }
 
 }  // namespace
+
+bool IsRunsOwn(const LockSupervisor& sup, int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
+  for (int i = 0; i < sup.n_own; ++i) {
+    if (st.st_dev == sup.own_devs[i]) return true;
+  }
+  return false;
+}
+
+void PathWithNumber(char* out, const char* prefix, long n, const char* suffix) {
+  size_t len = strlen(prefix);
+  memcpy(out, prefix, len);
+  char digits[24];
+  int k = 0;
+  for (unsigned long v = static_cast<unsigned long>(n); k == 0 || v > 0; v /= 10) {
+    digits[k++] = static_cast<char>('0' + v % 10);
+  }
+  while (k > 0) out[len++] = digits[--k];
+  memcpy(out + len, suffix, strlen(suffix) + 1);
+}
+
+// From /proc/TID/status, read into a stack buffer (this runs in a run's init:
+// no allocation).
+pid_t TgidOf(pid_t tid) {
+  char path[48];
+  PathWithNumber(path, "/proc/", tid, "/status");
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[1024];
+  ssize_t got = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (got <= 0) return -1;
+  buf[got] = '\0';
+  const char* line = strstr(buf, "\nTgid:");
+  if (line == nullptr) return -1;
+  line += 6;
+  while (*line == ' ' || *line == '\t') ++line;
+  long v = 0;
+  for (; *line >= '0' && *line <= '9'; ++line) v = v * 10 + (*line - '0');
+  return v > 0 ? static_cast<pid_t>(v) : -1;
+}
+
+bool LockStillWaiting(const LockSupervisor& sup, uint64_t id) {
+  uint64_t copy = id;
+  return ::ioctl(sup.listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &copy) == 0;
+}
+
+void AnswerLock(const LockSupervisor& sup, uint64_t id, int error) {
+  struct seccomp_notif_resp resp;
+  memset(&resp, 0, sizeof resp);
+  resp.id = id;
+  resp.error = error ? -error : 0;
+  ::ioctl(sup.listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);  // ENOENT: the caller is gone; nothing to do
+}
+
+bool AddPending(LockSupervisor* sup, const LockSupervisor::Pending& p) {
+  if (sup->n_pending == LockSupervisor::kMaxPending) return false;
+  sup->pending[sup->n_pending++] = p;
+  return true;
+}
 
 int InstallLockFilter(const struct sock_filter* filter, size_t len, int sock) {
   struct sock_fprog prog;
@@ -255,27 +224,25 @@ void HandleLockNotification(LockSupervisor* sup) {
   if (::ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) return;  // the caller went away
   long pidfd = PidfdOfCaller(static_cast<pid_t>(req.pid));
   if (pidfd < 0) {
-    Answer(*sup, req.id, ESRCH);
+    AnswerLock(*sup, req.id, ESRCH);
     return;
   }
   // The pid could name another process if the caller died before pidfd_open.
-  if (!StillWaiting(*sup, req.id)) {
+  if (!LockStillWaiting(*sup, req.id)) {
     ::close(static_cast<int>(pidfd));
     return;
   }
+  // From here on, init acts on this duplicate alone: whatever the caller's
+  // descriptor number names by now is never looked at again.
   const long fd = ::syscall(SYS_pidfd_getfd, static_cast<int>(pidfd), static_cast<int>(req.data.args[0]), 0);
   const int getfd_err = errno;
   ::close(static_cast<int>(pidfd));
   if (fd < 0) {
-    Answer(*sup, req.id, getfd_err == EBADF ? EBADF : getfd_err);
+    AnswerLock(*sup, req.id, getfd_err == EMFILE ? ENOLCK : getfd_err);
     return;
   }
-  bool kept = false;
-  if (req.data.nr == __NR_flock) {
-    kept = Flock(sup, req, static_cast<int>(fd));
-  } else {
-    RecordLock(*sup, req, static_cast<int>(fd));
-  }
+  const bool kept = req.data.nr == __NR_flock ? Flock(sup, req, static_cast<int>(fd))
+                                              : HandleRecordLock(sup, req, static_cast<int>(fd));
   if (!kept) ::close(static_cast<int>(fd));
 }
 
@@ -283,14 +250,15 @@ void RetryPendingLocks(LockSupervisor* sup) {
   for (int i = 0; i < sup->n_pending;) {
     LockSupervisor::Pending& p = sup->pending[i];
     bool done = true;
-    if (!StillWaiting(*sup, p.id)) {
+    if (!LockStillWaiting(*sup, p.id)) {
       // gave up (a signal) or gone: drop it
-    } else if (::flock(p.fd, p.op | LOCK_NB) == 0) {
-      Answer(*sup, p.id, 0);
-    } else if (errno != EWOULDBLOCK) {
-      Answer(*sup, p.id, errno);
     } else {
-      done = false;
+      const int err = p.record ? RetryRecordLock(sup, p) : (::flock(p.fd, p.op | LOCK_NB) == 0 ? 0 : errno);
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        done = false;
+      } else {
+        AnswerLock(*sup, p.id, err);
+      }
     }
     if (done) {
       ::close(p.fd);

@@ -32,6 +32,8 @@ constexpr const char* kEtcPaths[] = {
 // Where the host's root stays reachable while the new root is assembled; bind
 // sources are read through it, then it is detached.
 const std::string kOldRoot = "/.oldroot";
+// Where the workspace tmpfs is mounted until /home/user and /tmp are bound from it.
+constexpr const char* kWorkspaceStaging = "/.workspace";
 
 // What a run's /proc hides (docs/security.md, part 4): runc's and podman's
 // default maskedPaths under /proc, and the two host identifiers that tell
@@ -138,6 +140,11 @@ class Planner {
     Dir(path);
     Add(MountOp::kProc, path);
   }
+  void Bind(const std::string& source, const std::string& target) {
+    Dir(target);
+    Add(MountOp::kBind, target, source);
+  }
+  void Detach(const std::string& path) { Add(MountOp::kDetach, path); }
   void Mask(const std::string& path) { Add(MountOp::kMask, path); }
   void ReadOnly(const std::string& path) { Add(MountOp::kReadOnly, path); }
 
@@ -191,9 +198,18 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
     for (const char* path : kReadOnlyProcPaths) p.ReadOnly(path);
   }
 
-  // The only writable place: the working directory (also HOME and /tmp).
-  p.Tmpfs(spec.workdir, "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
-  if (spec.workdir != "/tmp") p.Symlink("/tmp", spec.workdir);
+  // The only writable places: the workspace, one tmpfs of the run's disk
+  // size, seen as /home/user (the working directory and HOME) and /tmp, two
+  // directories of it bound there, so that both share one disk limit. It is
+  // mounted at a staging path first, which is detached once both binds hold
+  // it (they keep it alive).
+  p.Tmpfs(kWorkspaceStaging, "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
+  const std::string home = std::string(kWorkspaceStaging) + "/home", tmp = std::string(kWorkspaceStaging) + "/tmp";
+  p.Dir(home, 0755);
+  p.Dir(tmp, 01777);
+  p.Bind(home, kWorkspaceDir);
+  p.Bind(tmp, "/tmp");
+  p.Detach(kWorkspaceStaging);
   // After the working dir, so that a bind below it is not hidden by its tmpfs.
   for (const std::string& path : spec.ro_binds) p.MirrorRo(path);
 
@@ -286,6 +302,11 @@ int ApplyOp(const MountOp& op) {
       }
       return ::mount("/dev/null", target, nullptr, MS_BIND, nullptr) == 0 ? 0 : errno;
     }
+    case MountOp::kBind:
+      return ::mount(op.source.c_str(), target, nullptr, MS_BIND, nullptr) == 0 ? 0 : errno;
+    case MountOp::kDetach:
+      if (::umount2(target, MNT_DETACH) != 0) return errno;
+      return ::rmdir(target) == 0 ? 0 : errno;
     case MountOp::kReadOnly: {
       struct stat st;
       if (::stat(target, &st) != 0) return errno == ENOENT ? 0 : errno;

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +55,14 @@ StatusOr<std::pair<UniqueFd, UniqueFd>> Pipe(bool nonblocking_read) {
   return std::make_pair(std::move(r), std::move(w));
 }
 
+
+StatusOr<std::pair<UniqueFd, UniqueFd>> StatusSocket() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return ErrnoError("socketpair (status)");
+  UniqueFd r(fds[0]), w(fds[1]);
+  if (::fcntl(r.get(), F_SETFL, O_NONBLOCK) != 0) return ErrnoError("fcntl(O_NONBLOCK)");
+  return std::make_pair(std::move(r), std::move(w));
+}
 
 }  // namespace
 
@@ -112,7 +121,7 @@ void FillChildPlan(ChildPlan* plan, const Spec& spec, int landlock_abi, const Se
   plan->argv.push_back(nullptr);
   for (auto& e : plan->env_storage) plan->envp.push_back(e.data());
   plan->envp.push_back(nullptr);
-  plan->landlock = PlanLandlock(landlock_abi, {"/"}, {spec.workdir, "/dev/shm"},
+  plan->landlock = PlanLandlock(landlock_abi, {"/"}, {kWorkspaceDir, "/tmp", "/dev/shm"},
                                 {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"});
   plan->seccomp = seccomp;
   plan->nested_sandbox_host = spec.nested_sandbox_host;
@@ -239,7 +248,7 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
         p.ends_with("/..") || p.ends_with("/.") || p.find('\0') != std::string::npos) {
       return true;
     }
-    for (const char* reserved : {"/.oldroot", "/proc", "/dev", "/etc"}) {
+    for (const char* reserved : {"/.oldroot", "/.workspace", "/proc", "/dev", "/etc"}) {
       if (p == reserved || p.starts_with(std::string(reserved) + "/")) return true;
     }
     return false;
@@ -249,6 +258,10 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
   }
   for (const std::string& b : spec.ro_binds) {
     if (bad_path(b)) return InvalidArgument("bind path '" + b + "' is not allowed in the sandbox");
+  }
+  if (spec.workdir != kWorkspaceDir && spec.workdir != "/tmp") {
+    return InvalidArgument("the working directory must be " + std::string(kWorkspaceDir) + " or /tmp, not '" +
+                           spec.workdir + "'");
   }
   ChildPlan plan;
   internal::FillChildPlan(&plan, spec, host.landlock_abi, &host.seccomp);
@@ -275,7 +288,9 @@ StatusOr<Launched> Launch(const HostSetup& host, const Spec& spec) {
 
   ASSIGN_OR_RETURN(auto sync, Pipe(false));
   ASSIGN_OR_RETURN(auto err, Pipe(false));
-  ASSIGN_OR_RETURN(auto status, Pipe(true));
+  // The status channel is a socket: also the run's control channel
+  // (init_control.h), should the run become a sandbox.
+  ASSIGN_OR_RETURN(auto status, StatusSocket());
   ASSIGN_OR_RETURN(auto out, Pipe(true));
   ASSIGN_OR_RETURN(auto errout, Pipe(true));
   plan.sync_r = sync.first.get();
@@ -410,11 +425,13 @@ StatusOr<ExitInfo> Reap(Launched& run) {
 StatusOr<ExitInfo> ReadProgramStatus(Launched& run, int init_wait_status) {
   ExitInfo info;
   info.init_wait_status = init_wait_status;
+  // The status is the channel's last message; a sandbox's init may have sent
+  // others before it (init_control.h), which are of other sizes.
   internal::ProgramStatus report{};
   ssize_t n;
   do {
-    n = ::read(run.status_fd.get(), &report, sizeof report);
-  } while (n < 0 && errno == EINTR);
+    n = ::recv(run.status_fd.get(), &report, sizeof report, MSG_DONTWAIT | MSG_TRUNC);
+  } while ((n < 0 && errno == EINTR) || (n > 0 && n != static_cast<ssize_t>(sizeof report)));
   if (n != static_cast<ssize_t>(sizeof report)) {
     info.init_killed = true;
     info.signal = WIFSIGNALED(init_wait_status) ? WTERMSIG(init_wait_status) : SIGKILL;

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "base/unique_fd.h"
+#include "isolation/restrict.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -355,12 +356,10 @@ StatusOr<SeccompProgram> CompileSeccompPolicy(const SeccompOptions& /*options*/)
 }
 
 int ApplySeccompInChild(const SeccompProgram& program) {
-  if (program.filter.empty() || program.filter.size() > BPF_MAXINSNS) return EINVAL;
-  struct sock_fprog prog;
-  prog.len = static_cast<unsigned short>(program.filter.size());
-  prog.filter = const_cast<sock_filter*>(program.filter.data());
-  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return errno;
-  return 0;
+  internal::RestrictPlan r{};
+  r.filter = program.filter.data();
+  r.filter_len = program.filter.size();
+  return internal::ApplySeccomp(r);
 }
 
 StatusOr<std::string> DescribeSeccompPolicy(const SeccompOptions& /*options*/) {

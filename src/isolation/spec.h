@@ -38,7 +38,9 @@ struct Spec {
   // What to run. argv[0] is an absolute path inside the sandbox.
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "KEY=value"; nothing else reaches the run
-  std::string workdir = "/tmp";   // the writable tmpfs (also cwd and HOME)
+  // The working directory: kWorkspaceDir or /tmp, the two writable
+  // directories of the run's workspace tmpfs (one disk limit for both).
+  std::string workdir = "/home/user";
   std::string hostname = "sandbox";
 
   // Extra read-only files put in the sandbox's root before it turns read-only
@@ -71,6 +73,10 @@ struct Spec {
   // argv[0]: lets a binary that is not inside the sandbox's root run there.
   int exec_fd = -1;
 };
+
+// The workspace: every process's working directory and HOME, where files go
+// in and out (isolation/sandbox_files.h), the same tmpfs as /tmp.
+inline constexpr const char* kWorkspaceDir = "/home/user";
 
 // Ids the program sees inside its user namespace.
 constexpr uid_t kSandboxUid = 1000;

@@ -64,16 +64,23 @@ struct FirstProcess {
 
 // The capabilities init keeps across its execve, in the run's user namespace
 // alone (it created it): CAP_SYS_PTRACE for the lock supervisor's
-// pidfd_getfd and kcmp on the program, CAP_KILL for the end of the run.
+// pidfd_getfd and kcmp on the program, CAP_KILL for the end of the run,
+// CAP_SETPCAP for the processes it starts in a sandbox (spawn_service.h: each
+// empties its bounding set and locks its securebits, as the program does),
+// and CAP_SYS_ADMIN only until the run is in its cgroup: it then joins the
+// program's cgroup namespace, which those processes get, and drops it
+// (init_loop.cc).
 int KeepInitCaps() {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
   if (::syscall(SYS_capget, &hdr, data) != 0) return errno;
-  const __u32 bits = (1u << CAP_SYS_PTRACE) | (1u << CAP_KILL);
+  constexpr int kCaps[] = {CAP_SYS_PTRACE, CAP_KILL, CAP_SETPCAP, CAP_SYS_ADMIN};
+  __u32 bits = 0;
+  for (int cap : kCaps) bits |= 1u << cap;  // all below 32: data[0]
   data[0].inheritable = bits;
   data[1].inheritable = 0;
   if (::syscall(SYS_capset, &hdr, data) != 0) return errno;
-  for (int cap : {CAP_SYS_PTRACE, CAP_KILL}) {
+  for (int cap : kCaps) {
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) return errno;
   }
   return 0;

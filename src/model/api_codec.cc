@@ -577,6 +577,7 @@ std::string AuditRecordToJson(const AuditRecord& a) {
   };
   if (!a.error.empty()) j["error"] = a.error;
   if (!a.approval_id.empty()) j["approval_id"] = a.approval_id;
+  if (!a.request_sha256.empty()) j["request_sha256"] = a.request_sha256;
   if (!a.requested_by.empty()) j["requested_by"] = a.requested_by;
   if (!a.reason.empty()) j["reason"] = a.reason;
   return Dump(j);

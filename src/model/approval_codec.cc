@@ -1,5 +1,6 @@
 #include "model/approval.h"
 
+#include "model/base64.h"
 #include "model/json_util.h"
 
 namespace airlock::model {
@@ -16,6 +17,26 @@ json FindingObject(const Violation& v) {
 
 json Nullable(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
 
+json LimitsObject(const EffectiveLimitsView& l) {
+  return {{"timeout_s", l.timeout_s},   {"memory_bytes", l.memory_bytes}, {"cpu_cores", l.cpu_cores},
+          {"cpu_time_s", l.cpu_time_s}, {"pids", l.pids},                 {"disk_bytes", l.disk_bytes},
+          {"output_bytes", l.output_bytes}};
+}
+
+json FileObject(const ApprovalView& a, size_t index, bool with_content) {
+  const ApprovalFile& f = a.files[index];
+  json j = {{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}};
+  if (!with_content) return j;
+  if (!f.kept) {
+    j["content_dropped"] = true;
+  } else if (f.shown) {
+    j["content"] = f.content;
+  } else {
+    j["download"] = "/v1/approvals/" + a.id + "/files/" + std::to_string(index);
+  }
+  return j;
+}
+
 json ApprovalObject(const ApprovalView& a, bool with_code, bool with_result) {
   json findings = json::array();
   for (const Violation& v : a.findings) findings.push_back(FindingObject(v));
@@ -23,6 +44,9 @@ json ApprovalObject(const ApprovalView& a, bool with_code, bool with_result) {
             {"status", a.status},
             {"request_id", a.request_id},
             {"profile", a.profile},
+            {"language", a.language},
+            {"limits", LimitsObject(a.limits)},
+            {"request_sha256", a.request_sha256},
             {"code_sha256", a.code_sha256},
             {"code_bytes", a.code_bytes},
             {"findings", std::move(findings)},
@@ -34,6 +58,9 @@ json ApprovalObject(const ApprovalView& a, bool with_code, bool with_result) {
             {"reason", Nullable(a.reason)}};
   if (!a.error.empty()) j["error"] = a.error;
   if (with_code) j["code"] = a.code;
+  json files = json::array();
+  for (size_t i = 0; i < a.files.size(); ++i) files.push_back(FileObject(a, i, with_code));
+  j["files"] = std::move(files);
   if (with_result && !a.result_json.empty()) {
     // Our own serialization of the run's response: parse it back to nest it.
     j["result"] = json::parse(a.result_json, nullptr, /*allow_exceptions=*/false);
@@ -46,6 +73,21 @@ json ApprovalObject(const ApprovalView& a, bool with_code, bool with_result) {
 
 std::string ApprovalToJson(const ApprovalView& a, bool with_code, bool with_result) {
   return Dump(ApprovalObject(a, with_code, with_result));
+}
+
+std::string RequestDigestJson(const ApprovalView& a) {
+  json files = json::array();
+  for (const ApprovalFile& f : a.files) files.push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
+  json j = {{"code", a.code},
+            {"language", a.language},
+            {"profile", a.profile},
+            {"limits", LimitsObject(a.limits)},
+            {"files", std::move(files)}};
+  return Dump(j);  // nlohmann's objects keep their keys sorted
+}
+
+std::string ApprovalFileToJson(const ApprovalFile& f) {
+  return Dump(json{{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}, {"content_base64", Base64Encode(f.content)}});
 }
 
 std::string ApprovalListToJson(const std::vector<ApprovalView>& list) {
@@ -77,11 +119,13 @@ bool ParseApprovalDecision(std::string_view body, size_t max_depth, ApprovalDeci
     out->reason = it->get<std::string>();
     if (!IsValidUtf8(out->reason)) return bad("reason", "reason: invalid UTF-8");
   }
-  if (it = doc.find("code_sha256"); it != doc.end() && !it->is_null()) {
-    if (!it->is_string() || it->get<std::string>().size() != 64) {
-      return bad("code_sha256", "code_sha256: must be the 64 hex digits of the code's SHA-256");
+  for (const char* field : {"code_sha256", "request_sha256"}) {
+    if (it = doc.find(field); it != doc.end() && !it->is_null()) {
+      if (!it->is_string() || it->get<std::string>().size() != 64) {
+        return bad(field, std::string(field) + ": must be the 64 hex digits the approval shows as " + field);
+      }
+      (field[0] == 'c' ? out->code_sha256 : out->request_sha256) = it->get<std::string>();
     }
-    out->code_sha256 = it->get<std::string>();
   }
   return true;
 }

@@ -13,7 +13,6 @@ using internal::Dump;
 using internal::json;
 
 constexpr std::string_view kHome = "/home/user";
-constexpr std::string_view kWorkdir = "/tmp";
 
 ApiError Unprocessable(std::string field, std::string message) {
   return ApiError{ErrorKind::kUnprocessable, std::move(message), std::move(field)};
@@ -234,11 +233,8 @@ bool E2bPathToSandbox(std::string_view p, std::string* relative, std::string* er
   std::string_view rel = p;
   if (!p.empty() && p.front() == '/') {
     rel = std::string_view();
-    for (std::string_view root : {kHome, kWorkdir}) {
-      if (p.size() > root.size() + 1 && p.substr(0, root.size()) == root && p[root.size()] == '/') {
-        rel = p.substr(root.size() + 1);
-        break;
-      }
+    if (p.size() > kHome.size() + 1 && p.substr(0, kHome.size()) == kHome && p[kHome.size()] == '/') {
+      rel = p.substr(kHome.size() + 1);
     }
     if (rel.empty()) {
       *error = "path '" + EscapeSandboxPath(p.substr(0, 200)) +

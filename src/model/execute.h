@@ -326,6 +326,7 @@ struct AuditRecord {
   // decision the token that sent the request and the person's reason.
   std::string type = "execution";  // "execution" | "approval"
   std::string approval_id;
+  std::string request_sha256;  // approvals: what the decision bound (api::Approvals), else ""
   std::string requested_by;
   std::string reason;
 };

@@ -55,6 +55,12 @@ PolicyFindings CheckPolicy(const analyzer::Analyzer& analyzer, const profile::Pr
   return out;
 }
 
+std::vector<model::Violation> InvisibleCharacterWarnings(std::string_view code) {
+  std::vector<model::Violation> out;
+  for (const analyzer::Finding& f : analyzer::InvisibleCharacterFindings(code)) out.push_back(ToViolation(f, StageOf(f)));
+  return out;
+}
+
 std::optional<model::Violation> TakeSyntaxError(PolicyFindings* f) {
   auto it = std::find_if(f->rejecting.begin(), f->rejecting.end(),
                          [](const model::Violation& v) { return IsSyntaxRule(v.rule); });

@@ -36,6 +36,11 @@ struct PolicyFindings {
 // profile's scan stages and their modes.
 PolicyFindings CheckPolicy(const analyzer::Analyzer& analyzer, const profile::Profile& p, std::string_view code);
 
+// Invisible characters (Unicode Cf, bidirectional controls) in code the
+// analyzer does not read (another language): what a person is shown is not
+// what runs, so they are reported all the same, as warnings.
+std::vector<model::Violation> InvisibleCharacterWarnings(std::string_view code);
+
 // When a rejecting finding is a syntax error (rules syntax, encoding,
 // nesting): removes it and returns it, and moves the other rejecting findings
 // to the warnings. Code that does not compile is never run, so the server

@@ -359,6 +359,8 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     v.stage = "ast_scan";
     v.compat = v.rule + ": " + v.message;
     findings.warnings.push_back(std::move(v));
+    // What is shown is not what runs, in any language: reported all the same.
+    for (model::Violation& w : InvisibleCharacterWarnings(req.code)) findings.warnings.push_back(std::move(w));
   } else if (an != analyzers_.end()) {
     findings = CheckPolicy(an->second, *p, code);
     // Where the client sees each finding: the column in the cell as sent.
@@ -479,6 +481,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   if (held) {
     out.verdict = Verdict::kNeedsApproval;
     out.code = req.code;  // as sent: what the person is shown
+    out.files = req.files;
     out.error = model::ApiError{model::ErrorKind::kForbidden,
                                 "profile " + p->name + " needs a person's approval for this code (approval policy " +
                                     std::string(profile::ApprovalPolicyName(approval.policy)) +
@@ -678,7 +681,7 @@ std::vector<std::string> RunEnvironment() {
   // only the calling thread) and a run within its CPU share. The locale and
   // PYTHONUTF8 make text UTF-8 in every process of a run, whatever its
   // language (a python3 the program starts, bash, node).
-  return {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp",        "TMPDIR=/tmp",
+  return {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/user",  "TMPDIR=/tmp",
           "LANG=C.UTF-8",                      "LC_ALL=C.UTF-8",   "USER=sandbox",
           "MPLBACKEND=Agg",                    "MPLCONFIGDIR=/tmp/.matplotlib",
           "PYTHONIOENCODING=utf-8",            "PYTHONUTF8=1",     "OPENBLAS_NUM_THREADS=1",

@@ -111,7 +111,8 @@ struct Prepared {
   std::string profile_name;
   std::string code_sha256;
   int64_t code_bytes = 0;
-  std::string code;  // kNeedsApproval only: the code, to show the person deciding
+  std::string code;                     // kNeedsApproval only: the code, to show the person deciding
+  std::vector<model::InputFile> files;  // kNeedsApproval only: the input files, likewise
 };
 
 // The result channel of one run, kept up to a cap. The runner protocol bounds
@@ -201,6 +202,7 @@ class Service {
   std::vector<std::pair<std::string, std::string>> DoorDefaults() const;
   // The warm pool (null without one): sessions take their runs from it.
   exec::WarmPool* pool() const { return options_.pool; }
+  const isolation::HostSetup* host() const { return options_.host; }
   size_t max_event_bytes() const { return options_.max_event_bytes; }
 
  private:

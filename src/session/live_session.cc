@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,7 +57,11 @@ bool ReadStream(int fd, exec::Stream s, int64_t limit, exec::StreamCapture* cap,
 }  // namespace
 
 LiveSession::LiveSession(exec::SessionHandOff handoff, const isolation::Spec& spec, size_t max_event_bytes)
-    : h_(std::move(handoff)), run_(h_.run), spec_(spec), max_event_bytes_(max_event_bytes) {
+    : h_(std::move(handoff)),
+      sandbox_(exec::Sandbox::Adopt(std::move(h_.run), spec, h_.zygote)),
+      run_(sandbox_->run()),
+      spec_(spec),
+      max_event_bytes_(max_event_bytes) {
   cancel_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   run_.report.mode = "session";
   if (run_.program_pid <= 0 && !run_.adopted) {
@@ -81,8 +86,9 @@ LiveSession::LiveSession(exec::SessionHandOff handoff, const isolation::Spec& sp
 LiveSession::~LiveSession() { Kill("closed"); }
 
 bool LiveSession::Alive() const {
-  struct pollfd p = {run_.pidfd.get(), POLLIN, 0};
-  return run_.pidfd && ::poll(&p, 1, 0) == 0;
+  // Its sandbox, and its interpreter in it (an open sandbox outlives it).
+  struct pollfd p[2] = {{run_.pidfd.get(), POLLIN, 0}, {program_pidfd_.get(), POLLIN, 0}};
+  return run_.pidfd && ::poll(p, program_pidfd_ ? 2 : 1, 0) == 0;
 }
 
 void LiveSession::Kill(const std::string& reason) {
@@ -90,9 +96,13 @@ void LiveSession::Kill(const std::string& reason) {
   if (killed_) return;
   killed_ = true;
   if (kill_reason_.empty()) kill_reason_ = reason;
-  if (run_.pidfd) isolation::KillRun(run_);
-  // A cold session's init is our child: reaped here (a warm one is its zygote's).
-  if (!run_.adopted && run_.pid > 0) (void)isolation::Reap(run_);
+  sandbox_->Kill(kill_reason_);
+}
+
+StatusOr<std::shared_ptr<exec::Sandbox>> LiveSession::OpenSandbox(const isolation::HostSetup& host,
+                                                                 exec::SandboxOptions options) {
+  RETURN_IF_ERROR(sandbox_->Open(host, std::move(options)));
+  return sandbox_;
 }
 
 std::string LiveSession::EndReason() {
@@ -103,15 +113,21 @@ std::string LiveSession::EndReason() {
   isolation::CgroupStats st;
   if (run_.cgroup) st = run_.cgroup->ReadStats();
   std::string why;
-  if (st.oom_kills > 0) {
+  // In an open sandbox an out-of-memory kill may have been another
+  // process's: it is the session's end only if the interpreter was killed.
+  // (Init reports the interpreter's end at once; the bound is for a host
+  // too busy to run it.)
+  std::optional<int> program = sandbox_->opened() ? sandbox_->ProgramWaitStatus(1000) : std::nullopt;
+  const bool program_killed = !program || (WIFSIGNALED(*program) && WTERMSIG(*program) == SIGKILL);
+  if (st.oom_kills > 0 && program_killed) {
     why = "memory: the session ran out of memory (limit " + std::to_string(spec_.limits.memory_bytes) + " bytes)";
   } else if (h_.zygote && h_.zygote->DiedOrDying(200)) {
     why = "lost: the warm pool's zygote died, and the session with it";
-  } else if (auto e = isolation::ReadProgramStatus(run_, 0); e.ok() && e->exited) {
-    why = "exited: the interpreter exited with code " + std::to_string(e->exit_code) + " (os._exit or a crash)";
-  } else if (e.ok() && e->signal != 0) {
-    why = "signal: the interpreter was killed by signal " + std::to_string(e->signal) + " (" +
-          sigabbrev_np(e->signal) + ")";
+  } else if (auto ws = program ? program : sandbox_->ProgramWaitStatus(1000); ws && WIFEXITED(*ws)) {
+    why = "exited: the interpreter exited with code " + std::to_string(WEXITSTATUS(*ws)) + " (os._exit or a crash)";
+  } else if (ws && WIFSIGNALED(*ws)) {
+    why = "signal: the interpreter was killed by signal " + std::to_string(WTERMSIG(*ws)) + " (" +
+          sigabbrev_np(WTERMSIG(*ws)) + ")";
   } else {
     why = "ended: the session's processes are gone";
   }
@@ -254,7 +270,11 @@ int LiveCall::fd(Fd which) const {
     case kOut: return out_open_ ? s_.run_.stdout_fd.get() : -1;
     case kErr: return err_open_ ? s_.run_.stderr_fd.get() : -1;
     case kChan: return chan_open_ ? s_.h_.events_read.get() : -1;
-    case kPid: return s_.run_.pidfd.get();
+    // The run's status channel: init's word that the interpreter ended (with
+    // its wait status; an open sandbox outlives it), or its final status, or
+    // end of file when init is gone. (A start's answer makes it readable too,
+    // for a moment: OnDeath tells.)
+    case kPid: return s_.run_.status_fd.get();
     case kCancel: return s_.cancel_event_.get();
     case kControl: return sent_ < pending_.size() ? s_.h_.control.get() : -1;
     case kFdCount: break;
@@ -264,6 +284,16 @@ int LiveCall::fd(Fd which) const {
 
 int LiveCall::OnTick() {
   if (done_) return 1000;
+  // The interpreter's end, should another reader of the run's channel (a
+  // start in the sandbox, at that moment) have taken init's word for it
+  // before this call's loop saw the channel readable.
+  if (s_.program_pidfd_) {
+    struct pollfd p = {s_.program_pidfd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) {
+      OnDeath();
+      if (done_) return 1000;
+    }
+  }
   exec::RunResult& r = o_.result;
   Clock::time_point now = Clock::now();
   if (!interrupt_sent_ && now >= deadline_) {
@@ -284,12 +314,16 @@ int LiveCall::OnTick() {
   if (s_.run_.cgroup && now >= next_stats_) {
     next_stats_ = now + std::chrono::milliseconds(kStatsIntervalMs);
     isolation::CgroupStats st = s_.run_.cgroup->ReadStats();
-    if (st.oom_kills > 0) {
+    // In an open sandbox the limits are shared with its other processes: a
+    // kill that spared the interpreter, or a refused fork, is not the
+    // session's end (the interpreter's death is, seen by OnDeath).
+    const bool shared = s_.sandbox_->opened();
+    if (st.oom_kills > 0 && !shared) {
       EndSession(exec::KillReason::kMemory, "memory: the session ran out of memory (limit " +
                                                 std::to_string(s_.spec_.limits.memory_bytes) + " bytes)");
       return 1000;
     }
-    if (st.pids_max_hits > 0) {
+    if (st.pids_max_hits > 0 && !shared) {
       EndSession(exec::KillReason::kPids, "pids: the session reached its process limit of " +
                                               std::to_string(s_.spec_.limits.pids) +
                                               " (a fork or thread was refused)");
@@ -369,8 +403,8 @@ void LiveCall::OnChannel() {
 }
 
 void LiveCall::OnDeath() {
-  struct pollfd p = {s_.run_.pidfd.get(), POLLIN, 0};
-  if (::poll(&p, 1, 0) <= 0) return;  // spurious
+  std::optional<int> status = s_.sandbox_->ProgramWaitStatus(0);
+  if (!status && !s_.sandbox_->InitGone()) return;  // spurious
   // The session died under the call: what it wrote is all there is.
   exec::RunResult& r = o_.result;
   if (out_open_) ReadStream(s_.run_.stdout_fd.get(), exec::Stream::kStdout, options_.output_cap, &r.out,
@@ -387,9 +421,12 @@ void LiveCall::OnDeath() {
                                      : exec::KillReason::kSignal;
     r.kill_detail = o_.end_reason;
   }
-  if (auto e = isolation::ReadProgramStatus(s_.run_, 0); e.ok()) {
-    r.exit_code = e->exited ? e->exit_code : 128 + (e->signal ? e->signal : SIGKILL);
-    r.signal = e->exited ? 0 : (e->signal ? e->signal : SIGKILL);
+  if (const std::optional<int>& st = status) {
+    r.exit_code = WIFEXITED(*st) ? WEXITSTATUS(*st) : 128 + (WIFSIGNALED(*st) ? WTERMSIG(*st) : SIGKILL);
+    r.signal = WIFEXITED(*st) ? 0 : (WIFSIGNALED(*st) ? WTERMSIG(*st) : SIGKILL);
+  } else {
+    r.exit_code = 128 + SIGKILL;
+    r.signal = SIGKILL;
   }
   done_ = true;
 }

@@ -35,6 +35,7 @@
 #include "base/unique_fd.h"
 #include "exec/execution.h"
 #include "exec/run_result.h"
+#include "exec/sandbox.h"
 #include "exec/warm_pool.h"
 #include "isolation/spec.h"
 #include "service/service.h"
@@ -87,6 +88,15 @@ class LiveSession {
 
   pid_t init_pid() const { return run_.pid; }
   int pidfd() const { return run_.pidfd.get(); }
+  // The session's sandbox (exec/sandbox.h): the environment its interpreter
+  // lives in, where commands and other processes can be started. Opened on
+  // first use with `options` (the environment processes start with, the
+  // session's lifetime); until then the session is a run as any. Once open,
+  // the session still ends when its interpreter does (and takes every
+  // process of the sandbox with it), but a fork refused at the pids limit no
+  // longer ends it, nor an out-of-memory kill that spared the interpreter:
+  // the processes share those limits, and a command's excess is its own.
+  StatusOr<std::shared_ptr<exec::Sandbox>> OpenSandbox(const isolation::HostSetup& host, exec::SandboxOptions options);
   const isolation::IsolationReport& report() const { return run_.report; }
   const isolation::Limits& limits() const { return spec_.limits; }
 
@@ -95,8 +105,9 @@ class LiveSession {
   bool SendInterrupt();
   void DrainStale();
 
-  exec::SessionHandOff h_;
-  isolation::Launched& run_;
+  exec::SessionHandOff h_;           // its run is the sandbox's (sandbox_)
+  std::shared_ptr<exec::Sandbox> sandbox_;
+  isolation::Launched& run_;         // sandbox_->run()
   isolation::Spec spec_;
   size_t max_event_bytes_;
   std::mutex mu_;  // the control socket's writers (Call, Cancel) and kill state

@@ -14,7 +14,7 @@ std::optional<UniqueFd> OpenRoot(SessionManager& manager, const std::string& id,
   }
   std::shared_ptr<LiveSession> live = manager.Live(id, owner, error);
   if (!live) return std::nullopt;
-  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), "/tmp");
+  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), isolation::kWorkspaceDir);
   if (!root.ok()) {
     *error = {model::ErrorKind::kGone, "the session's working directory is gone: " + root.status().ToString(), ""};
     return std::nullopt;

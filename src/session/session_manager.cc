@@ -402,6 +402,35 @@ std::shared_ptr<LiveSession> SessionManager::Live(const std::string& id, const s
   return e->live;
 }
 
+std::shared_ptr<exec::Sandbox> SessionManager::OpenSandbox(const std::string& id, const std::string& owner,
+                                                           model::ApiError* error) {
+  std::shared_ptr<LiveSession> live;
+  double lifetime_s = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto e = Find(id, owner, error, /*want_live=*/true);
+    if (!e) return nullptr;
+    e->last_used = Clock::now();
+    e->last_used_ms = NowMs();
+    live = e->live;
+    lifetime_s = std::max(0.001, std::chrono::duration<double>(e->expires_at - Clock::now()).count());
+  }
+  if (svc_.host() == nullptr) {
+    *error = {model::ErrorKind::kUnavailable, "this server cannot start processes in a session's sandbox", ""};
+    return nullptr;
+  }
+  exec::SandboxOptions options;
+  options.env = service::RunEnvironment();
+  options.lifetime_s = lifetime_s;
+  auto sandbox = live->OpenSandbox(*svc_.host(), std::move(options));
+  if (!sandbox.ok()) {
+    *error = {model::ErrorKind::kUnavailable, "the session's sandbox could not be opened: " + sandbox.status().ToString(),
+              ""};
+    return nullptr;
+  }
+  return *sandbox;
+}
+
 bool SessionManager::Delete(const std::string& id, const std::string& owner, model::ApiError* error) {
   std::shared_ptr<Entry> e;
   {

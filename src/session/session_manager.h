@@ -136,6 +136,14 @@ class SessionManager {
   // The session's live interpreter for file access (its init pid and pidfd),
   // or null with *error (404/410).
   std::shared_ptr<LiveSession> Live(const std::string& id, const std::string& owner, model::ApiError* error);
+  // The session's sandbox (exec/sandbox.h), opened on first use: where the
+  // doors start commands and other processes next to its interpreter, all
+  // sharing its workspace, limits and lifetime. They start with the run
+  // environment (service::RunEnvironment); init ends the sandbox at the
+  // session's hard lifetime even if this manager does not. Null with *error
+  // (404/410, or 503 when it could not be opened). Blocking (one exchange
+  // with the sandbox's init): a worker thread.
+  std::shared_ptr<exec::Sandbox> OpenSandbox(const std::string& id, const std::string& owner, model::ApiError* error);
   // Ends every session (a server's shutdown, after its drain).
   void CloseAll();
   SessionStats Stats() const;

@@ -8,6 +8,7 @@ its result is at GET /v1/approvals/{id} or on the held connection; a denial or a
 final; the number of held requests is capped (429); every decision is in the audit trail.
 """
 
+import base64
 import hashlib
 import json
 import os
@@ -201,6 +202,115 @@ class HeldRequests(unittest.TestCase):
         recs = server.wait_for_audit(lambda r: r.get("approval_id") == aid and r["verdict"] == "expired")
         self.assertTrue(recs)
         self.assertEqual(recs[0]["type"], "approval")
+
+
+def request_sha256(approval, code):
+    """request_sha256 as docs/api.md defines it, from what the approval shows."""
+    digest = {"code": code, "language": approval["language"], "profile": approval["profile"],
+              "limits": approval["limits"],
+              "files": [{"path": f["path"], "size": f["size"], "sha256": f["sha256"]} for f in approval["files"]]}
+    text = json.dumps(digest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# Trojan Source (CVE-2021-42574): shown, line 2 reads `if access_level != "user": # Check if admin`;
+# what runs compares access_level with a longer string, so the "admin" branch runs.
+TROJAN = ("access_level = 'user'\n"
+          "if access_level != \"user\u202e \u2066# Check if admin\u2069 \u2066\":\n"
+          "    print('You are an admin.')\n")
+
+
+class WhatTheApproverSees(unittest.TestCase):
+    """Issue 23.2: the approval shows everything that will run, and the decision binds it."""
+
+    def test_bidi_controls_are_a_finding_and_escaped(self):
+        status, _, body = submit(TROJAN)
+        self.assertEqual(status, 202, body)
+        aid = body["approval_id"]
+        marks = [f for f in body["findings"] if f["rule"] == "invisible-character"]
+        self.assertEqual([(f["line"], f["col"], f["severity"]) for f in marks], [(2, 25, "warning")], body["findings"])
+        self.assertIn("U+202E RIGHT-TO-LEFT OVERRIDE", marks[0]["message"])
+        # The JSON text itself carries escapes, never the raw controls, wherever the code is.
+        for path in (f"/v1/approvals/{aid}", "/v1/approvals"):
+            status, _, raw = server.get(path, headers=auth(APPROVE_TOKEN))
+            self.assertEqual(status, 200)
+            text = raw.decode()
+            for ch in "\u202e\u2066\u2069":
+                self.assertNotIn(ch, text, f"{path} carries a raw bidirectional control")
+            self.assertIn("\\u202e", text)
+        # Parsed, the code is exactly what was sent (and what runs).
+        _, shown = get(f"/v1/approvals/{aid}", APPROVE_TOKEN)
+        self.assertEqual(shown["code"], TROJAN)
+        self.assertEqual(decide(aid, "deny")[0], 200)
+
+    def test_the_approval_holds_language_limits_and_every_file(self):
+        setup = "echo setup-ran-$((6 * 7))\n"
+        big = "x" * (70 << 10)
+        files = [{"path": "setup.sh", "content": setup},
+                 {"path": "data/blob.bin", "content": base64.b64encode(b"\x00\x01\xfe\xff").decode(),
+                  "encoding": "base64"},
+                 {"path": "big.txt", "content": big}]
+        code = ". ./setup.sh\n"
+        status, _, body = submit(code, profile="held-observe", language="bash", files=files, timeout=7,
+                                 limits={"memory": "64Mi"})
+        self.assertEqual(status, 202, body)
+        aid = body["approval_id"]
+        self.assertNotIn("code", body)
+        self.assertEqual([f["path"] for f in body["files"]], ["setup.sh", "data/blob.bin", "big.txt"])
+        self.assertNotIn("content", body["files"][0])  # a 202 echoes no content
+        _, a = get(f"/v1/approvals/{aid}", APPROVE_TOKEN)
+        self.assertEqual(a["language"], "bash")
+        self.assertEqual(a["limits"]["timeout_s"], 7)
+        self.assertEqual(a["limits"]["memory_bytes"], 64 << 20)
+        self.assertEqual(set(a["limits"]), {"timeout_s", "memory_bytes", "cpu_cores", "cpu_time_s", "pids",
+                                            "disk_bytes", "output_bytes"})
+        by_path = {f["path"]: f for f in a["files"]}
+        self.assertEqual(by_path["setup.sh"], {"path": "setup.sh", "size": len(setup), "content": setup,
+                                               "sha256": hashlib.sha256(setup.encode()).hexdigest()})
+        for path, content in (("data/blob.bin", b"\x00\x01\xfe\xff"), ("big.txt", big.encode())):
+            f = by_path[path]
+            self.assertNotIn("content", f)
+            self.assertEqual((f["size"], f["sha256"]), (len(content), hashlib.sha256(content).hexdigest()))
+            status, got = get(f["download"], APPROVE_TOKEN)
+            self.assertEqual(status, 200, got)
+            self.assertEqual(base64.b64decode(got["content_base64"]), content)
+            self.assertEqual(get(f["download"], RUN_TOKEN)[0], 200)  # its requester may follow it too
+            self.assertEqual(get(f["download"], BOTH_TOKEN)[0], 200)
+        self.assertEqual(get(f"/v1/approvals/{aid}/files/3", APPROVE_TOKEN)[0], 404)
+        self.assertEqual(get(f"/v1/approvals/{aid}/other", APPROVE_TOKEN)[0], 404)
+        # request_sha256 binds code, language, profile, limits and files, as documented.
+        self.assertEqual(a["request_sha256"], request_sha256(a, code))
+        self.assertEqual(body["request_sha256"], a["request_sha256"])
+        self.assertEqual(a["code_sha256"], sha(code))
+        # Approved on that hash, the files it showed are the files that run.
+        self.assertEqual(decide(aid, "approve", request_sha256=a["request_sha256"])[0], 200)
+        done = wait_status(aid, ["ran", "failed"], token=RUN_TOKEN)
+        self.assertEqual(done["result"]["stdout"], "setup-ran-42\n", done)
+        # The decision and the run are audited with the hash they bound.
+        bound = [r for r in server.audit_records() if r.get("approval_id") == aid and r["verdict"] in ("approved", "ran")]
+        self.assertEqual(sorted(r["verdict"] for r in bound), ["approved", "ran"])
+        self.assertTrue(all(r["request_sha256"] == a["request_sha256"] for r in bound), bound)
+        # Done: the bytes are no longer kept, their hashes are.
+        self.assertTrue(all(f.get("content_dropped") for f in done["files"]), done["files"])
+        self.assertEqual(get(f"/v1/approvals/{aid}/files/0", APPROVE_TOKEN)[0], 404)
+
+    def test_deciding_on_a_stale_request_hash_is_409(self):
+        code = "echo held\n"
+        _, _, first = submit(code, profile="held-observe", language="bash",
+                             files=[{"path": "setup.sh", "content": "echo one\n"}])
+        _, _, second = submit(code, profile="held-observe", language="bash",
+                              files=[{"path": "setup.sh", "content": "echo two\n"}])
+        # Same code, other files: code_sha256 alike, request_sha256 not.
+        self.assertEqual(first["code_sha256"], second["code_sha256"])
+        self.assertNotEqual(first["request_sha256"], second["request_sha256"])
+        status, d = decide(second["approval_id"], "approve", request_sha256=first["request_sha256"])
+        self.assertEqual(status, 409, d)
+        self.assertIn("request_sha256", d["error"])
+        self.assertEqual(wait_status(second["approval_id"], ["pending"])["status"], "pending")
+        status, d = decide(second["approval_id"], "approve", request_sha256="0" * 63)
+        self.assertEqual(status, 422, d)
+        for a in (first, second):
+            self.assertEqual(decide(a["approval_id"], "deny", request_sha256=a["request_sha256"])[0], 200)
 
 
 class Roles(unittest.TestCase):

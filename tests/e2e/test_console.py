@@ -11,6 +11,7 @@ them as docs/console-*.png).
 Skips only when chromium or Selenium is missing and AIRLOCK_MUST_WORK is unset.
 """
 
+import base64
 import json
 import os
 import shutil
@@ -55,7 +56,8 @@ def setUpModule():
     tmp = tempfile.mkdtemp(prefix="airlock-e2e-console-")
     profiles = os.path.join(tmp, "profiles")
     os.mkdir(profiles)
-    copy_profiles(profiles, {"gated": "name: gated\nextends: minimal\napproval:\n  policy: always\n"})
+    copy_profiles(profiles, {"gated": "name: gated\nextends: minimal\napproval:\n  policy: always\n",
+                             "gated-general": "name: gated-general\nextends: general\napproval:\n  policy: always\n"})
     tokens = os.path.join(tmp, "tokens")
     with open(tokens, "w") as f:
         f.write(f"operator:{OPERATOR}:run+approve\nagent:{AGENT}\n")
@@ -281,6 +283,55 @@ class ConsoleInBrowser(unittest.TestCase):
         status, _, data = server.request("GET", f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {OPERATOR}"})
         self.assertIn(status, (404, 410), data)  # gone, or a tombstone saying why
         self.assertTrue(d.find_element(By.ID, "profile").is_enabled())  # back to one-shot runs
+        self.assertEqual(self.csp_violations(), [])
+
+    def test_held_request_shows_everything_that_will_run(self):
+        # Issue 23.2: a bash request `. ./setup.sh` whose setup.sh comes in `files`, with a
+        # right-to-left override hiding part of a line, and a binary file. The person sees the
+        # language, the limits, every file (the text one in full, the binary one as a download)
+        # and every invisible character marked, and the decision names all of it.
+        d = self.driver
+        self.login()
+        setup = "echo setup-ran\necho 'shown \u202e# hidden' >/dev/null\n"
+        blob = bytes(range(256))
+        payload = {"code": ". ./setup.sh  # \u2066just a comment\u2069\n", "profile": "gated-general",
+                   "language": "bash", "timeout": 9,
+                   "files": [{"path": "setup.sh", "content": setup},
+                             {"path": "tool.bin", "content": base64.b64encode(blob).decode(), "encoding": "base64"}]}
+        status, _, data = server.post_json("/v1/execute", payload, headers={"Authorization": f"Bearer {AGENT}"})
+        self.assertEqual(status, 202, data)
+        held = json.loads(data)
+        aid = held["approval_id"]
+        d.find_element(By.ID, "approvals-refresh").click()
+        card_css = f'.approval[data-id="{aid}"]'
+        self.wait(lambda d: d.find_elements(By.CSS_SELECTOR, card_css + " button.approve"), what=f"approval {aid}")
+        card = d.find_element(By.CSS_SELECTOR, card_css)
+        self.assertIn("bash", card.text)
+        self.assertIn("timeout 9 s", card.find_element(By.CSS_SELECTOR, ".limits").text)
+        self.assertIn("request sha256 " + held["request_sha256"], card.text)
+        code = card.find_element(By.CSS_SELECTOR, "pre.code")
+        self.assertEqual([m.text for m in code.find_elements(By.CSS_SELECTOR, ".invisible")],
+                         ["\u27e8U+2066\u27e9", "\u27e8U+2069\u27e9"])
+        files = card.find_elements(By.CSS_SELECTOR, ".approval-file")
+        self.assertEqual([f.get_attribute("data-path") for f in files], ["setup.sh", "tool.bin"])
+        shown = files[0].find_element(By.CSS_SELECTOR, "pre.file-content")
+        self.assertIn("echo setup-ran", shown.text)
+        self.assertEqual([m.text for m in shown.find_elements(By.CSS_SELECTOR, ".invisible")], ["\u27e8U+202E\u27e9"])
+        self.assertIn("3 invisible character(s)", card.find_element(By.CSS_SELECTOR, ".invisible-warning").text)
+        self.assertIn("256 bytes", files[1].text)
+        self.shot("7-approval-files")
+        files[1].find_element(By.CSS_SELECTOR, "a.file-download").click()
+        saved = os.path.join(self.downloads, "tool.bin")
+        self.wait(lambda d: os.path.exists(saved) and os.path.getsize(saved) == len(blob), what="the downloaded file")
+        with open(saved, "rb") as f:
+            self.assertEqual(f.read(), blob)
+        card.find_element(By.CSS_SELECTOR, "button.approve").click()
+        self.wait(lambda d: "ran" in self.decision_text(aid), what="the approved run's result")
+        self.assertIn("stdout: setup-ran", self.decision_text(aid))
+        # The decision named the whole request (what the console sends is in the audit trail's
+        # approval record only as a verdict; the server refuses a stale hash with 409).
+        status, _, data = server.request("GET", f"/v1/approvals/{aid}", headers={"Authorization": f"Bearer {AGENT}"})
+        self.assertEqual(json.loads(data)["status"], "ran")
         self.assertEqual(self.csp_violations(), [])
 
     def decision_text(self, aid):

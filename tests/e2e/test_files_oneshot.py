@@ -206,7 +206,7 @@ class FilesAttacks(unittest.TestCase):
                                       path="/v1/execute", profile="general",
                                       files=[{"path": "etc/passwd", "content": "sandbox-wrote"}])
         self.assertEqual(status, 200, body)
-        self.assertEqual(body["stdout"], "['passwd']\n/tmp\n")
+        self.assertEqual(body["stdout"], "['passwd']\n/home/user\n")
         with open("/etc/passwd") as f:
             self.assertNotIn("sandbox-wrote", f.read())
 

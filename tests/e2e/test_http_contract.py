@@ -410,7 +410,7 @@ class TestProfiles(unittest.TestCase):
     def test_request_names_a_profile(self):
         status, body = server.execute("import os\nprint(os.getcwd())", profile="general")
         self.assertEqual(status, 200, body)
-        self.assertEqual(body["stdout"], "/tmp\n")
+        self.assertEqual(body["stdout"], "/home/user\n")
 
     def test_each_profile_takes_the_expected_path(self):
         for profile in ("minimal", "general", "data-science"):

@@ -115,7 +115,8 @@ class TestFilesystem(KernelAttack):
         # The run's init is non-dumpable and outside the run's Landlock domain, so its root
         # (the launcher's view, possibly the host's) cannot be entered; the run's own root
         # is the sandbox's tmpfs, which has none of the host's directories.
-        host_only = [self.dir, SOURCE_DIR, server.tmp.name, "/var/log", "/root", "/home"]
+        # (/home holds the run's own workspace, /home/user, and nothing else: checked below.)
+        host_only = [self.dir, SOURCE_DIR, server.tmp.name, "/var/log", "/root"]
         code = ("import os, json\n"
                 "found = {}\n"
                 "for root in ['', '/proc/1/root', '/proc/self/root', '/proc/1/cwd', '/proc/self/cwd/..']:\n"
@@ -131,11 +132,12 @@ class TestFilesystem(KernelAttack):
         out = body["stdout"]
         self.assertEqual(lines_with("HOST_PATH", out), [], out)
         listings = json.loads(lines_with("LISTINGS ", out)[0][len("LISTINGS "):])
+        self.assertEqual(listings["/proc/self/cwd/.."], ["user"], "the run's /home holds more than its workspace")
         self.assertIsInstance(listings["/proc/1/root"], int, "the run could list its init's root")
         host_root = set(os.listdir("/"))
         for root, entries in listings.items():
             if isinstance(entries, list):
-                for name in ("root", "home", "var", "srv", "work", "opt"):
+                for name in ("root", "var", "srv", "work", "opt"):  # "home" is the run's own (above)
                     if name in host_root:
                         self.assertNotIn(name, entries, f"{root} shows the host's /{name}")
 
@@ -525,7 +527,7 @@ class TestTeardownAndLeaks(KernelAttack):
         self.assertNotIn(SECRET_NAME, out)
         self.assertNotIn(SECRET_VALUE, out)
         env = json.loads(lines_with("ENV ", out)[0][len("ENV "):])
-        self.assertEqual(env.get("HOME"), "/tmp")
+        self.assertEqual(env.get("HOME"), "/home/user")
         leaked = {k: v for k, v in env.items() if k not in RUN_ENV_KEYS and os.environ.get(k) == v}
         self.assertEqual(leaked, {}, "variables of the server's environment reached the run")
         # The warm path also pins BLAS/OpenMP thread pools (OMP_NUM_THREADS and the like).

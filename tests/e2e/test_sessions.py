@@ -183,7 +183,7 @@ class TestSessions(SessionTestCase):
             self.assertEqual(body["execution_count"], i + 1)
             self.assertTrue(body["session"]["alive"])
         body = self.run_ok(sid, "print(x, math.pi > 3, fh.read(), __import__('os').getcwd())")
-        self.assertEqual(body["stdout"], "50 True kept /tmp\n")
+        self.assertEqual(body["stdout"], "50 True kept /home/user\n")
         self.assertEqual(body["isolation"]["mode"], "session")
 
     def test_errors_do_not_end_the_session(self):

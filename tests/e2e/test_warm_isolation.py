@@ -697,8 +697,9 @@ class TestHostView(RunCase):
     def test_a_warm_runs_init_is_the_small_init_program(self):
         """Issue 11: a warm run's pid 1 is the init program exec'd from a sealed memfd, not a
         copy of the zygote: a few hundred KB resident against the program's megabytes, no
-        interpreter mapped, CAP_SYS_PTRACE and CAP_KILL alone, the run's uid, and the program
-        its only child."""
+        interpreter mapped, CAP_SYS_PTRACE, CAP_KILL and CAP_SETPCAP alone (CAP_SYS_ADMIN, kept
+        until the run is in its cgroup to make its cgroup namespace, is gone), the run's uid, and
+        the program its only child."""
         warm_only()
         with holding_run(self) as (held, program):
 
@@ -717,7 +718,7 @@ class TestHostView(RunCase):
             rss_init, rss_prog = int(st["VmRSS"].split()[0]), int(prog["VmRSS"].split()[0])
             self.assertLess(rss_init, 2048, st["VmRSS"])
             self.assertGreater(rss_prog, 8 * rss_init, (st["VmRSS"], prog["VmRSS"]))
-            both = (1 << 5) | (1 << 19)  # CAP_KILL, CAP_SYS_PTRACE
+            both = (1 << 5) | (1 << 8) | (1 << 19)  # CAP_KILL, CAP_SETPCAP, CAP_SYS_PTRACE
             self.assertEqual(int(st["CapEff"], 16), both, st["CapEff"])
             self.assertEqual(int(st["CapPrm"], 16), both, st["CapPrm"])
             self.assertEqual(int(prog["CapEff"], 16), 0, prog["CapEff"])

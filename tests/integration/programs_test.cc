@@ -75,9 +75,16 @@ TEST_P(ProgramsTest, FilesInTheWorkingDirectory) {
               "print(os.getcwd())\n"
               "with open('data.csv', 'w', newline='') as f: csv.writer(f).writerows([[1, 2], [3, 4]])\n"
               "print(list(csv.reader(open('data.csv'))))\n"
-              "os.makedirs('a/b'); open('a/b/c.txt', 'w').write('deep'); print(open('a/b/c.txt').read())\n");
+              "os.makedirs('a/b'); open('a/b/c.txt', 'w').write('deep'); print(open('a/b/c.txt').read())\n"
+              "open('/tmp/scratch', 'w').write('s')\n"
+              "st_home, st_tmp = os.stat('/home/user'), os.stat('/tmp')\n"
+              "print('ONE DISK', st_home.st_dev == st_tmp.st_dev, sorted(os.listdir('/home/user')), "
+              "os.listdir('/tmp'))\n");
   EXPECT_EQ(r.exit_code, 0) << r.err.data;
-  EXPECT_THAT(r.out.data, HasSubstr("/tmp\n"));
+  // The workspace: /home/user is the working directory; /tmp is another
+  // directory of the same tmpfs (one disk limit for both).
+  EXPECT_THAT(r.out.data, HasSubstr("/home/user\n"));
+  EXPECT_THAT(r.out.data, HasSubstr("ONE DISK True ['a', 'data.csv'] ['scratch']"));
   EXPECT_THAT(r.out.data, HasSubstr("[['1', '2'], ['3', '4']]"));
   EXPECT_THAT(r.out.data, HasSubstr("deep"));
 }

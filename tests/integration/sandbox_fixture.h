@@ -9,9 +9,12 @@
 #include <memory>
 #include <string>
 
+#include <dirent.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -30,6 +33,30 @@ enum class RunPath { kCold, kWarm };
 
 inline std::string RunPathName(const ::testing::TestParamInfo<RunPath>& info) {
   return info.param == RunPath::kCold ? "Cold" : "Warm";
+}
+
+// How many host processes have `token` in their command line.
+inline int HostProcessesWith(const std::string& token) {
+  int n = 0;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return -1;
+  while (dirent* e = readdir(proc)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmd.find(token) != std::string::npos) ++n;
+  }
+  closedir(proc);
+  return n;
+}
+
+// Waits (bounded: 60 s, for a busy host) until a host process has `token` in
+// its command line; how many do then.
+inline int WaitForHostProcessWith(const std::string& token) {
+  for (int i = 0; i < 6000 && HostProcessesWith(token) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return HostProcessesWith(token);
 }
 
 class SandboxTest : public ::testing::Test {
@@ -68,7 +95,7 @@ class SandboxTest : public ::testing::Test {
     p.limits.disk_bytes = disk_bytes;
     o.profiles = {p};
     o.size = 2;
-    o.zygote_env = {"PATH=/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8", "OPENBLAS_NUM_THREADS=1"};
+    o.zygote_env = {"PATH=/usr/bin:/bin", "HOME=/home/user", "TMPDIR=/tmp", "LANG=C.UTF-8", "OPENBLAS_NUM_THREADS=1"};
     o.zygote_limits.memory_bytes = int64_t{8} << 30;
     o.zygote_limits.pids = 4096;
     o.zygote_limits.cpus = 0;
@@ -131,6 +158,24 @@ class SandboxTest : public ::testing::Test {
     exec::RunResult r = ex.Finish();
     EXPECT_EQ(r.isolation.mode, "warm");
     return r;
+  }
+
+  // A warm run made a session (its runner then waits for calls on h.control),
+  // waiting up to 60 s for one to be ready; !ok() after a test failure.
+  exec::SessionHandOff WarmSession(const isolation::Limits& limits) {
+    exec::SessionHandOff h;
+    exec::WarmPool* pool = WarmPoolFor(limits.disk_bytes);
+    if (pool == nullptr) return h;
+    isolation::Spec spec;
+    spec.limits = limits;
+    nlohmann::json req = {{"code", ""}, {"filename", "main.py"}, {"allowed_imports", nullptr},
+                          {"result_fd", 3}, {"capture_figures", false}, {"session", true}};
+    for (int i = 0; i < 1200 && !h.ok(); ++i) {
+      h = pool->TakeSession("test", spec, req.dump());
+      if (!h.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(h.ok()) << h.why_not;
+    return h;
   }
 
   // Runs Python code with the given limits on the test's path; the test fails

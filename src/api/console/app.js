@@ -445,14 +445,94 @@
     }
   }
 
-  function approvalCard(a) {
-    const card = el("div", null, "approval");
-    card.dataset.id = a.approval_id;
-    card.appendChild(el("div", a.approval_id + " · profile " + a.profile + " · from " + (a.requested_by || "(no token)") +
-                        " · expires " + a.expires_at));
-    card.appendChild(el("div", "code sha256 " + a.code_sha256, "muted"));
+  // Invisible characters (Unicode category Cf: bidirectional controls,
+  // zero-width characters, tags; and the Hangul fillers, drawn as nothing) in
+  // code or a file are shown as marked escapes, so the person deciding reads
+  // what will run, not a reordered or shortened line (the server escapes them
+  // in its JSON too, and the analyzer reports them as "invisible-character").
+  const INVISIBLE = /[\p{Cf}\u115F\u1160\u3164\uFFA0]/gu;
+
+  function markedText(tag, text, cls) {
+    const box = el(tag, null, cls);
+    let last = 0;
+    let count = 0;
+    for (const m of text.matchAll(INVISIBLE)) {
+      box.appendChild(document.createTextNode(text.slice(last, m.index)));
+      const hex = m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+      const mark = el("span", "\u27e8U+" + hex + "\u27e9", "invisible");
+      mark.title = "invisible character U+" + hex + ": not shown by editors, can reorder the line";
+      box.appendChild(mark);
+      last = m.index + m[0].length;
+      count++;
+    }
+    box.appendChild(document.createTextNode(text.slice(last)));
+    box.dataset.invisible = String(count);
+    return box;
+  }
+
+  function bytesText(n) {
+    if (n >= 1 << 20 && n % (1 << 20) === 0) return n / (1 << 20) + " MiB";
+    if (n >= 1 << 10 && n % (1 << 10) === 0) return n / (1 << 10) + " KiB";
+    return n + " bytes";
+  }
+
+  function limitsText(l) {
+    return "timeout " + l.timeout_s + " s · memory " + bytesText(l.memory_bytes) + " · cpu " + l.cpu_cores +
+      " core(s), " + l.cpu_time_s + " s of CPU · " + l.pids + " processes · disk " + bytesText(l.disk_bytes) +
+      " · output " + bytesText(l.output_bytes) + " per stream";
+  }
+
+  async function downloadApprovalFile(f) {
+    const r = await api("GET", f.download);
+    if (r.status !== 200) { $("approvals-state").textContent = "download of " + f.path + ": " + errorText(r); return; }
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(new Blob([b64ToBytes(r.data.content_base64)], { type: "application/octet-stream" }));
+    a.download = f.path.split("/").pop();
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+  }
+
+  // The whole request, from GET /v1/approvals/{id}: what will run is the code,
+  // its language, its limits and its input files, and the decision names all
+  // of it (request_sha256).
+  async function fillApprovalCard(card, id) {
+    const r = await api("GET", "/v1/approvals/" + encodeURIComponent(id));
+    clear(card);
+    if (r.status !== 200) { card.appendChild(el("div", id + ": " + errorText(r), "finding")); return; }
+    const a = r.data;
+    card.appendChild(el("div", a.approval_id + " · profile " + a.profile + " · " + a.language + " · from " +
+                        (a.requested_by || "(no token)") + " · expires " + a.expires_at));
+    card.appendChild(el("div", limitsText(a.limits), "limits"));
+    card.appendChild(el("div", "request sha256 " + a.request_sha256, "muted"));
+    const code = markedText("pre", a.code, "code");
+    const files = (a.files || []).map((f) => ({ f: f, view: typeof f.content === "string" ? markedText("pre", f.content, "file-content") : null }));
+    const invisible = Number(code.dataset.invisible) +
+      files.reduce((n, x) => n + (x.view ? Number(x.view.dataset.invisible) : 0), 0);
+    if (invisible > 0) {
+      card.appendChild(el("div", invisible + " invisible character(s), shown as \u27e8U+\u2026\u27e9: the text " +
+                          "reads differently from how it runs", "invisible-warning"));
+    }
     for (const f of a.findings) card.appendChild(el("div", "line " + f.line + ": " + f.message + " [" + f.rule + "]", "finding"));
-    card.appendChild(el("pre", a.code, "code"));
+    card.appendChild(code);
+    if (files.length) {
+      card.appendChild(el("h3", files.length + " input file(s), placed in the working directory before the code runs"));
+      for (const x of files) {
+        const box = el("div", null, "approval-file");
+        box.dataset.path = x.f.path;
+        box.appendChild(el("div", x.f.path + " · " + bytesText(x.f.size) + " · sha256 " + x.f.sha256, "file-name"));
+        if (x.view) {
+          box.appendChild(x.view);
+        } else if (x.f.download) {
+          const link = el("a", "download (binary or larger than shown here)");
+          link.href = "#";
+          link.className = "file-download";
+          link.addEventListener("click", (ev) => { ev.preventDefault(); downloadApprovalFile(x.f); });
+          box.appendChild(link);
+        }
+        card.appendChild(box);
+      }
+    }
     const reason = el("input");
     reason.placeholder = "reason (optional)";
     reason.className = "reason";
@@ -463,13 +543,20 @@
       b.addEventListener("click", () => decide(a, decision, reason.value, card));
       card.appendChild(b);
     }
+  }
+
+  function approvalCard(a) {
+    const card = el("div", null, "approval");
+    card.dataset.id = a.approval_id;
+    card.appendChild(el("div", a.approval_id + ": loading\u2026", "muted"));
+    fillApprovalCard(card, a.approval_id);
     return card;
   }
 
   async function decide(a, decision, reason, card) {
-    // The decision names the code it was made on: the server refuses it if
-    // the held code is not this one.
-    const body = { decision: decision, code_sha256: a.code_sha256 };
+    // The decision names the request it was made on (code, language, limits,
+    // files): the server refuses it (409) if the held request is not this one.
+    const body = { decision: decision, request_sha256: a.request_sha256 };
     if (reason) body.reason = reason;
     const r = await api("POST", "/v1/approvals/" + encodeURIComponent(a.approval_id), body);
     const line = el("div", null, "decision");

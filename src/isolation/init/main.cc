@@ -5,11 +5,14 @@
 //
 //   environment: AIRLOCK_INIT_PROGRAM=PID (the program, our child)
 //                AIRLOCK_INIT_WORKDIR=PATH (the run's working directory)
-//   fd 3: where the program's ProgramStatus goes; fd 4 (optional): the socket
-//   the program sends its lock filter's listener on (lock_supervisor.h).
+//   fd 3: the run's status socket, where the program's ProgramStatus goes,
+//   also its control channel should the run become a sandbox
+//   (init_control.h); fd 4 (optional): the socket the program sends its lock
+//   filter's listener on (lock_supervisor.h).
 //   argv: one empty string (the run can read /proc/1/cmdline, not environ).
 //
-// Static, and only init_loop.cc and lock_supervisor.cc: its start costs an
+// Static, and only init_loop.cc, the lock supervisor, the spawn service and
+// the restrictions it applies (CMakeLists.txt): its start costs an
 // execve of a small file, no dynamic loader. Built against musl where it is
 // installed, whose start-up, unlike glibc's, runs no CPUID (a trap to the
 // hypervisor on a VM): src/isolation/CMakeLists.txt.
@@ -45,5 +48,6 @@ int main(int, char**, char** envp) {
   }
   if (program <= 1) return 2;
   const int lock_sock = ::fcntl(4, F_GETFD) >= 0 ? 4 : -1;
-  airlock::isolation::internal::RunInitLoop(3, static_cast<pid_t>(program), lock_sock, workdir);
+  airlock::isolation::internal::RunInitLoop(3, static_cast<pid_t>(program), lock_sock, workdir,
+                                            /*join_cgroup_namespace=*/true);
 }

@@ -150,12 +150,10 @@ TEST(E2bPaths, HomeUserIsTheWorkingDirectoryAndNothingElseIsReached) {
   std::string rel, why;
   ASSERT_TRUE(E2bPathToSandbox("/home/user/data/in.csv", &rel, &why)) << why;
   EXPECT_EQ(rel, "data/in.csv");
-  ASSERT_TRUE(E2bPathToSandbox("/tmp/x", &rel, &why));
-  EXPECT_EQ(rel, "x");
   ASSERT_TRUE(E2bPathToSandbox("notes.txt", &rel, &why));
   EXPECT_EQ(rel, "notes.txt");
   for (const char* bad : {"/etc/passwd", "/home/user", "/home/user/", "/home/userx/a", "/home/user/../x",
-                          "../x", "/home/user/a/../../b", "", "/", "/tmp", "/home/user//a", "a/./b"}) {
+                          "../x", "/home/user/a/../../b", "", "/", "/tmp", "/tmp/x", "/home/user//a", "a/./b"}) {
     EXPECT_FALSE(E2bPathToSandbox(bad, &rel, &why)) << bad;
     EXPECT_FALSE(why.empty());
   }
