@@ -22,7 +22,7 @@ import sys
 import time
 import unittest
 
-from airlock_server import (AirlockServer, SOURCE_DIR, assert_server_alive, copy_profiles, descendants,
+from airlock_server import (AirlockServer, SOURCE_DIR, assert_server_alive, binary, copy_profiles, descendants,
                             host_processes, plant_host_secret)
 
 PROFILE = "general"
@@ -172,12 +172,42 @@ class TestResultShape(LanguageRun):
         by_name = {p["name"]: p for p in json.loads(data)["profiles"]}
         self.assertEqual(by_name["general"]["languages"], ["python", "javascript", "bash"])
         self.assertEqual(by_name["minimal"]["languages"], ["python"])
+        # ...and, per language, which of airlock's layers bind its code (issue 23.3): the kernel's
+        # always; the analyzer, the import allowlist, the blocklist and the import hook Python only.
+        self.assertEqual(by_name["general"]["layers"]["bash"],
+                         {"kernel": True, "analyzer": "invisible-characters", "import_allowlist": False,
+                          "blocklist": False, "runtime_import_hook": "none"})
+        self.assertEqual(by_name["general"]["layers"]["javascript"], by_name["general"]["layers"]["bash"])
+        self.assertEqual(by_name["general"]["layers"]["python"],
+                         {"kernel": True, "analyzer": "observe", "import_allowlist": False, "blocklist": False,
+                          "runtime_import_hook": "observe"})
+        self.assertEqual(by_name["minimal"]["layers"],
+                         {"python": {"kernel": True, "analyzer": "enforce", "import_allowlist": True,
+                                     "blocklist": False, "runtime_import_hook": "enforce"}})
+        self.assertTrue(by_name["data-science"]["layers"]["python"]["blocklist"])
         # A session is a live Python interpreter: other languages are refused with the reason.
         status, _, data = server.post_json("/v1/sessions", {"profile": PROFILE, "language": "javascript"})
         body = json.loads(data)
         self.assertEqual(status, 422, body)
         self.assertEqual(body["field"], "language")
         self.assertIn("POST /v1/execute", body["error"])
+
+    def test_a_profile_whose_imports_cannot_bind_its_languages_is_refused(self):
+        # Issue 23.3: minimal's allowlist next to bash would promise what bash walks around
+        # (`python3 -c 'import ctypes, subprocess'`); the server refuses to start and says why.
+        import tempfile
+        d = tempfile.mkdtemp(prefix="airlock-e2e-contradiction-")
+        try:
+            copy_profiles(d, {"shell-too": "name: shell-too\nextends: minimal\nlanguages: [python, bash]\n"})
+            p = subprocess.run([binary(), "serve", "--listen", "127.0.0.1:0", "--profiles", d, "--pool-size", "0"],
+                               capture_output=True, timeout=60)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        err = p.stderr.decode()
+        self.assertNotEqual(p.returncode, 0, err)
+        self.assertEqual(p.stdout, b"")  # never listened
+        self.assertIn("shell-too.yaml:3: languages: the profile allows bash and has an import allowlist", err)
+        self.assertIn("`imports: any`", err)
 
     def test_a_language_may_have_limits_of_its_own(self):
         # lang-limits: javascript 384Mi and a 7 s default, bash 16 pids; python keeps general's.
