@@ -88,6 +88,9 @@ class LiveSession {
   int pidfd() const { return run_.pidfd.get(); }
   const isolation::IsolationReport& report() const { return run_.report; }
   const isolation::Limits& limits() const { return spec_.limits; }
+  // The zygote the session was made from (null on a pool without one); it
+  // lives as long as the session does.
+  const exec::ZygoteLife* zygote() const { return h_.zygote.get(); }
 
  private:
   friend class LiveCall;

@@ -15,12 +15,13 @@ import json
 import os
 import re
 import secrets
+import shutil
 import tempfile
 import threading
 import time
 import unittest
 
-from airlock_server import AirlockServer, descendants, host_processes, metric_value, scaled
+from airlock_server import SOURCE_DIR, AirlockServer, descendants, host_processes, metric_value, scaled
 
 PROFILE = "general"  # no import allowlist: only the kernel layers stand in the way
 
@@ -646,6 +647,77 @@ class TestLimitsAndLifetimes(unittest.TestCase):
         self.assertFalse(body["session"]["alive"])
         self.assertIn("ttl", body["session"]["end_reason"])
         self.assertEqual(self.c.get("/v1/sessions/" + sid)[0], 404)
+
+
+class TestRetiredZygotes(unittest.TestCase):
+    """Issue 23.4: a session keeps the zygote it was made from alive; once that zygote is
+    replaced (--pool-recycle), its memory is the session's to pay for (--session-memory) and the
+    number of such zygotes is capped (--max-retired-zygotes). Servers of their own, with the
+    minimal profile alone (small, fast zygotes), replaced after two hand-offs."""
+
+    def server(self, *args):
+        d = tempfile.mkdtemp(prefix="airlock-e2e-retired-")
+        shutil.copy(os.path.join(SOURCE_DIR, "profiles", "minimal.yaml"), d)
+        srv = AirlockServer(extra_args=["--pool-recycle", "2", "--pool-size", "1", *args], profiles_dir=d).start()
+        self.addCleanup(shutil.rmtree, d, True)
+        self.addCleanup(srv.cleanup)
+        srv.wait_pools_ready(profiles=["minimal"])
+        return srv, SessionClient(srv)
+
+    def retire_the_zygote_of(self, srv, sid, recycles):
+        """One-shot runs until the zygote session `sid` came from is replaced (the session's
+        hand-off was its first of two), then until the server counts it as kept alive."""
+        status, body = srv.execute("print(1)", path="/v1/execute", profile="minimal")
+        self.assertEqual((status, body["stdout"]), (200, "1\n"), body)
+        deadline = time.monotonic() + scaled(30)
+        while True:
+            m = srv.metrics()
+            if ((metric_value(m, "airlock_zygote_recycles_total", profile="minimal") or 0) >= recycles and
+                    metric_value(m, "airlock_sessions_retired_zygotes") == 1):
+                return m
+            self.assertLess(time.monotonic(), deadline, f"session {sid}'s zygote was not replaced: {m}")
+            time.sleep(0.1)
+
+    def restart(self, srv, sid):
+        deadline = time.monotonic() + scaled(60)
+        while True:
+            status, _, data = srv.post_json(f"/v1/sessions/{sid}/restart", {})
+            if status != 503 or time.monotonic() > deadline:
+                self.assertEqual(status, 200, data)
+                return
+            time.sleep(0.2)  # the new zygote has no run ready yet
+
+    def test_replaced_zygotes_kept_by_sessions_are_capped(self):
+        srv, c = self.server("--max-retired-zygotes", "1")
+        a = c.create(profile="minimal")[2]["id"]
+        m = self.retire_the_zygote_of(srv, a, 1)
+        self.assertGreater(metric_value(m, "airlock_sessions_retired_zygote_memory_bytes"), 0)
+        status, headers, body = c.create(expect=429, profile="minimal")
+        self.assertIn("keep 1 replaced zygotes alive", body["error"])
+        self.assertIn("--max-retired-zygotes 1", body["error"])
+        self.assertIn("/restart", body["error"])
+        self.assertIn("retry-after", headers)
+        # A restart moves the session to the current zygote: the old one is no longer kept.
+        self.restart(srv, a)
+        self.assertEqual(metric_value(srv.metrics(), "airlock_sessions_retired_zygotes"), 0)
+        b = c.create(profile="minimal")[2]["id"]
+        for sid in (a, b):
+            status, body = c.execute(sid, "print('alive')")
+            self.assertEqual((status, body["stdout"]), (200, "alive\n"), body)
+
+    def test_replaced_zygotes_count_against_the_session_memory(self):
+        limit = 256 << 20  # minimal's memory
+        srv, c = self.server("--max-retired-zygotes", "-1", "--session-memory", str(2 * limit + (1 << 20)))
+        a = c.create(profile="minimal")[2]["id"]
+        m = self.retire_the_zygote_of(srv, a, 1)
+        zygote_bytes = metric_value(m, "airlock_sessions_retired_zygote_memory_bytes")
+        self.assertGreater(zygote_bytes, 1 << 20, m)
+        # Two sessions' limits fit the cap; with the replaced zygote the first keeps alive they do not.
+        status, headers, body = c.create(expect=429, profile="minimal")
+        self.assertIn("of the 1 replaced zygotes they keep alive", body["error"])
+        self.assertIn("--session-memory", body["error"])
+        self.restart(srv, a)
+        c.create(profile="minimal")
 
 
 class TestOwnership(unittest.TestCase):
