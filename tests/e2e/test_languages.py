@@ -26,6 +26,21 @@ from airlock_server import (AirlockServer, SOURCE_DIR, assert_server_alive, bina
                             host_processes, plant_host_secret)
 
 PROFILE = "general"
+# Memory bombs that reach any of these tests' limits (up to 1 GiB) in a fraction of a second of
+# CPU, so that the memory limit, not the timeout, stops them even on a host ten times slower and
+# busy (issue 23.5). Measured on a cold run of `general` at load 14 on the 2-core VM of
+# docs/benchmarks.md, to its 512 MiB: each 0.3 s of CPU (3.3-3.6 s of wall time, the cold start
+# included). What they replaced: bash doubling a string (`a=$a$a`: each step copies the whole
+# string, 1.6 s of CPU, 25 s of wall time there against a 30 s timeout; a loaded CI host lost it
+# to the timeout) and node pushing plain arrays (V8's garbage collector walks them: 7.6 s).
+MEMORY_BOMBS = {
+    # 64 MiB typed arrays, off V8's heap, each filled (its pages touched).
+    "javascript": "const a = []; while (true) a.push(new Float64Array(1 << 23).fill(1.5));\n",
+    # One read() of 1 GiB from /dev/zero into dd's buffer: the kernel fills it as fast as it
+    # zeroes pages (a bash builtin has nothing faster than copying strings). exec: dd is the
+    # program, the process the OOM kill takes.
+    "bash": "exec dd if=/dev/zero of=/dev/null bs=1G count=1 status=none\n",
+}
 LANGUAGES = ("javascript", "bash")
 SECRET_NAME = "AIRLOCK_SECRET_TEST"
 SECRET_VALUE = "server-secret-" + secrets.token_hex(8)
@@ -221,8 +236,8 @@ class TestResultShape(LanguageRun):
                 self.assertEqual(body["stdout"], "1\n")
                 got = {k: body["profile"][k] for k in want}
                 self.assertEqual(got, want)
-        # A memory bomb meets its language's limit, and says which.
-        status, body = server.execute("const a = []; while (true) a.push(new Array(1e6).fill(1.5));",
+        # A memory bomb meets its language's limit, and says which (MEMORY_BOMBS says why this one).
+        status, body = server.execute(MEMORY_BOMBS["javascript"],
                                       path="/v1/execute", profile="lang-limits", language="javascript", timeout=30)
         self.assertEqual(status, 200, body)
         self.assertEqual(body["kill_reason"], "memory", body)
@@ -399,19 +414,15 @@ class TestProcessAttacks(LanguageRun):
         }
         for language, code in cases.items():
             with self.subTest(language=language):
-                start = time.monotonic()
                 body = self.run_code(language, code, timeout=30, expect_exit=None)
+                # Stopped by the pids limit, not by its timeout: what airlock says it did.
                 self.assertEqual(body["kill_reason"], "pids", body)
-                self.assertLess(time.monotonic() - start, 25)
+                self.assertIs(body["timed_out"], False)
                 self.assertEqual(subprocess.run(["true"], timeout=30).returncode, 0)  # the host still forks
                 self.assertServerAlive()
 
     def test_memory_bomb_is_killed_with_reason_memory(self):
-        cases = {
-            "javascript": "const a = []; while (true) a.push(new Array(1e6).fill(1.5));\n",
-            "bash": "a=xxxxxxxxxxxxxxxx\nwhile true; do a=$a$a; done\n",
-        }
-        for language, code in cases.items():
+        for language, code in MEMORY_BOMBS.items():
             with self.subTest(language=language):
                 body = self.run_code(language, code, timeout=30, expect_exit=None)
                 self.assertEqual(body["kill_reason"], "memory", body)
