@@ -270,7 +270,7 @@ class TestLimits(StreamCase):
 
     def test_timeout_while_streaming(self):
         # Long enough for a cold start on this host now to print first (the clock starts at launch).
-        timeout = min(paced(2, trivial_run_seconds(server)), 40)
+        timeout = min(paced(2, trivial_run_seconds(server, profile="general")), 40)
         resp, events = stream({"code": "import time\nprint('started')\ntime.sleep(50)\n", "timeout": timeout})
         end = self.assertWellFormed(resp, events)
         self.assertEqual(text_of(events, "stdout"), "started\n")

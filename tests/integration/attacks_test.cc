@@ -403,7 +403,7 @@ TEST_P(AttackTest, ProgramExitingLeavesNoBackgroundProcess) {
   EXPECT_EQ(r.exit_code, 0) << r.err.data;
   // Ended with its program: a run waiting for the background sleep would end by its timeout.
   EXPECT_FALSE(r.timed_out) << r.kill_detail;
-  EXPECT_EQ(exec::KillReasonName(r.kill_reason), std::string("none")) << r.kill_detail;
+  EXPECT_EQ(r.kill_reason, exec::KillReason::kNone) << r.kill_detail;
   ExpectNoHostProcessWith(token);
 }
 
@@ -423,7 +423,7 @@ TEST_P(AttackTest, WriteEndsParkedInASocketDoNotHoldTheResult) {
   // Answered when its program ended: a result waiting for EOF on the parked ends would come at
   // the 30 s timeout, with kill_reason "timeout".
   EXPECT_FALSE(r.timed_out) << r.kill_detail;
-  EXPECT_EQ(exec::KillReasonName(r.kill_reason), std::string("none")) << r.kill_detail;
+  EXPECT_EQ(r.kill_reason, exec::KillReason::kNone) << r.kill_detail;
 }
 
 // Issue 15.2: flock() works on a read-only descriptor and its lock belongs to
