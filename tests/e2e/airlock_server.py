@@ -219,8 +219,10 @@ def plant_host_secret(prefix):
 
 
 def host_processes():
-    """Every process of the host: {pid: {"ppid", "uid", "comm", "cmdline"}} (best effort: a
-    process may exit while this reads)."""
+    """Every process of the host: {pid: {"ppid", "uid", "comm", "cmdline", "state"}} (best
+    effort: a process may exit while this reads). `state` is /proc/PID/status's letter: "Z" for
+    a zombie (dead, its exit not yet reaped: it holds nothing but its pid; its cmdline reads
+    empty)."""
     procs = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -233,7 +235,8 @@ def host_processes():
             procs[int(entry)] = {"ppid": int(status["PPid"].strip()),
                                  "uid": int(status["Uid"].split()[0]),
                                  "comm": status["Name"].strip(),
-                                 "cmdline": cmdline}
+                                 "cmdline": cmdline,
+                                 "state": status.get("State", "?").strip()[:1]}
         except (OSError, KeyError, ValueError):
             continue
     return procs
