@@ -234,14 +234,14 @@ struct WarmPool::Impl {
   std::deque<Slot> to_discard;    // runs TakeRun gave up on; guarded by adopt_mu
   bool adopters_stop = false;     // guarded by adopt_mu
 
-  // Discards a run on an adopter thread: killing it and removing its cgroup
-  // can wait on the kernel (up to seconds), and TakeRun runs on a server's
-  // event loop or its launcher thread.
   // fresh_only: a run of the current zygote only, never one a replaced
   // (retired) zygote left ready (a session would keep that zygote alive).
   bool Claim(const std::string& profile, const isolation::Spec& spec, std::string_view request, bool may_wait,
              Slot* claimed, std::string* why_not, bool fresh_only = false);
 
+  // Discards a run on an adopter thread: killing it and removing its cgroup
+  // can wait on the kernel (up to seconds), and TakeRun runs on a server's
+  // event loop or its launcher thread.
   void DiscardLater(Slot slot) {
     {
       std::lock_guard<std::mutex> lock(adopt_mu);

@@ -309,6 +309,10 @@ class WhatTheApproverSees(unittest.TestCase):
         self.assertEqual(wait_status(second["approval_id"], ["pending"])["status"], "pending")
         status, d = decide(second["approval_id"], "approve", request_sha256="0" * 63)
         self.assertEqual(status, 422, d)
+        # Not hex (never echoed back raw in an error, bidirectional controls included).
+        status, d = decide(second["approval_id"], "approve", request_sha256="\u202e" * 64)
+        self.assertEqual(status, 422, d)
+        self.assertNotIn("\u202e", d["error"])
         for a in (first, second):
             self.assertEqual(decide(a["approval_id"], "deny", request_sha256=a["request_sha256"])[0], 200)
 
