@@ -378,6 +378,12 @@ std::string RenderSessionMetrics(const session::SessionStats& s) {
   out += "# HELP airlock_sessions_memory_reserved_bytes Sum of the live sessions' memory limits.\n"
          "# TYPE airlock_sessions_memory_reserved_bytes gauge\n";
   out += "airlock_sessions_memory_reserved_bytes " + std::to_string(s.memory_reserved_bytes) + "\n";
+  out += "# HELP airlock_sessions_retired_zygotes Replaced zygotes that live sessions keep alive.\n"
+         "# TYPE airlock_sessions_retired_zygotes gauge\n";
+  out += "airlock_sessions_retired_zygotes " + std::to_string(s.retired_zygotes) + "\n";
+  out += "# HELP airlock_sessions_retired_zygote_memory_bytes Their private memory (counted in --session-memory).\n"
+         "# TYPE airlock_sessions_retired_zygote_memory_bytes gauge\n";
+  out += "airlock_sessions_retired_zygote_memory_bytes " + std::to_string(s.retired_zygote_memory_bytes) + "\n";
   out += "# HELP airlock_sessions_created_total Sessions created.\n# TYPE airlock_sessions_created_total counter\n";
   out += "airlock_sessions_created_total " + std::to_string(s.created) + "\n";
   out += "# HELP airlock_sessions_ended_total Sessions ended, by reason.\n# TYPE airlock_sessions_ended_total counter\n";

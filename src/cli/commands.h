@@ -74,7 +74,8 @@ struct ServeFlags {
   bool netns_per_run = false;    // a network namespace per warm run even where runs could share the zygote's
   // Sessions (docs/api.md, "Sessions").
   int64_t max_sessions = 32;
-  std::string session_memory = "8G";   // sum of live sessions' memory limits
+  std::string session_memory = "8G";   // sum of live sessions' memory limits (and their retired zygotes')
+  int max_retired_zygotes = 8;         // replaced zygotes live sessions may keep alive
   double session_idle_timeout_s = 600;
   double session_max_idle_timeout_s = 3600;
   double session_ttl_s = 3600;

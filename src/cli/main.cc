@@ -119,7 +119,12 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--max-sessions", serve.max_sessions, "Live sessions at once (then 429)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
   serve_cmd->add_option("--session-memory", serve.session_memory,
-                        "Sum of the live sessions' memory limits (then 429)")->capture_default_str();
+                        "Sum of the live sessions' memory limits and of the replaced zygotes they keep alive (then 429)")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-retired-zygotes", serve.max_retired_zygotes,
+                        "Replaced zygotes that live sessions may keep alive; at it, new sessions get 429 until older "
+                        "ones end or restart (-1: no cap)")
+      ->capture_default_str()->check(CLI::Range(-1, 1000000));
   serve_cmd->add_option("--session-idle-timeout", serve.session_idle_timeout_s,
                         "Seconds a session may sit idle (default; a request may ask for up to the max)")
       ->capture_default_str()->check(CLI::Range(1.0, 366.0 * 86400));

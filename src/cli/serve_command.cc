@@ -144,6 +144,7 @@ int ServeCommand(const ServeFlags& flags) {
     return 2;
   }
   options.sessions.max_memory_bytes = session_memory;
+  options.sessions.max_retired_zygotes = flags.max_retired_zygotes;
   options.sessions.idle_timeout_s = flags.session_idle_timeout_s;
   options.sessions.max_idle_timeout_s = std::max(flags.session_max_idle_timeout_s, flags.session_idle_timeout_s);
   options.sessions.ttl_s = flags.session_ttl_s;

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
+#include "base/fs.h"
 #include "base/log.h"
 
 namespace airlock::exec {
@@ -47,6 +49,15 @@ StatusOr<std::unique_ptr<Execution>> Execution::Start(const isolation::HostSetup
   ASSIGN_OR_RETURN(ex->run_, isolation::Launch(host, spec));
   ex->result_.isolation = ex->run_.report;
   return ex;
+}
+
+int64_t ZygoteLife::PrivateMemoryBytes() const {
+  if (pid <= 0 || Died(0)) return 0;
+  auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  if (!status.ok()) return 0;
+  const size_t at = status->find("\nRssAnon:");
+  if (at == std::string::npos) return 0;
+  return std::strtoll(status->c_str() + at + 9, nullptr, 10) * 1024;  // "RssAnon:   123456 kB"
 }
 
 bool ZygoteLife::Died(int wait_ms) const {

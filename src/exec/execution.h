@@ -41,6 +41,14 @@ struct RunOptions {
 // runs still going by its use count). A zygote's runs die with it.
 struct ZygoteLife {
   UniqueFd pidfd;  // the zygote process itself (readable once it has exited)
+  pid_t pid = -1;  // the same, in the server's pid namespace
+  // Replaced by a newer zygote (recycled, or built from files the host has
+  // replaced since): it lives on only for the runs it made (sessions, mostly),
+  // and costs its own memory until they end.
+  std::atomic<bool> retired{false};
+  // Its private memory (RssAnon of /proc/PID/status, bytes): what it costs
+  // beyond the page cache it shares with its successor. 0 once it is gone.
+  int64_t PrivateMemoryBytes() const;
   // Whether the zygote has exited, waiting up to wait_ms for it to be so.
   bool Died(int wait_ms) const;
   // The same, or it is exiting now: its runs die in its exit, before its pidfd

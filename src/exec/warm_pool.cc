@@ -234,12 +234,14 @@ struct WarmPool::Impl {
   std::deque<Slot> to_discard;    // runs TakeRun gave up on; guarded by adopt_mu
   bool adopters_stop = false;     // guarded by adopt_mu
 
+  // fresh_only: a run of the current zygote only, never one a replaced
+  // (retired) zygote left ready (a session would keep that zygote alive).
+  bool Claim(const std::string& profile, const isolation::Spec& spec, std::string_view request, bool may_wait,
+             Slot* claimed, std::string* why_not, bool fresh_only = false);
+
   // Discards a run on an adopter thread: killing it and removing its cgroup
   // can wait on the kernel (up to seconds), and TakeRun runs on a server's
   // event loop or its launcher thread.
-  bool Claim(const std::string& profile, const isolation::Spec& spec, std::string_view request, bool may_wait,
-             Slot* claimed, std::string* why_not);
-
   void DiscardLater(Slot slot) {
     {
       std::lock_guard<std::mutex> lock(adopt_mu);
@@ -385,6 +387,7 @@ struct WarmPool::Impl {
     log::Warn("warm pool " + p.profile.name + ": replacing the zygote: " + why + " (in " +
               std::to_string(p.backoff_ms) + " ms)");
     p.current->retiring = true;
+    p.current->state->retired = true;
     p.retiring.push_back(std::move(p.current));
     p.state = 0;
     p.next_start = Clock::now() + std::chrono::milliseconds(p.backoff_ms);
@@ -440,6 +443,7 @@ struct WarmPool::Impl {
     }
     auto z = std::make_unique<Zygote>();
     z->launched = std::move(*launched);
+    z->state->pid = z->launched.pid;
     z->control = std::move(ours);
     z->sources = std::move(sources);
     p.current = std::move(z);
@@ -651,6 +655,7 @@ struct WarmPool::Impl {
     // Its ready runs are still good (handed off as usual while the successor
     // starts); it ends once the last of them has finished.
     p.current->retiring = true;
+    p.current->state->retired = true;
     p.retiring.push_back(std::move(p.current));
     p.state = 0;
     p.next_start = Clock::now();
@@ -895,7 +900,7 @@ bool WarmPool::Serves(const std::string& profile) const {
 // Takes a ready run of `profile`, applies spec.limits and writes `request`;
 // false (and *why_not) when none could be had.
 bool WarmPool::Impl::Claim(const std::string& profile, const isolation::Spec& spec, std::string_view request,
-                           bool may_wait, Slot* claimed, std::string* why_not) {
+                           bool may_wait, Slot* claimed, std::string* why_not, bool fresh_only) {
   Impl* impl_ = this;
   std::string& out_why = *why_not;
   Pool* p = nullptr;
@@ -914,20 +919,29 @@ bool WarmPool::Impl::Claim(const std::string& profile, const isolation::Spec& sp
     Slot slot;
     {
       std::unique_lock<std::mutex> lock(impl_->mu);
+      auto usable = [&] {
+        return std::find_if(p->ready.begin(), p->ready.end(),
+                            [&](const Slot& s) { return !fresh_only || !s.zygote->retired.load(); });
+      };
       // None ready but the zygote is up and making more: a warm run is a few
       // milliseconds away, a cold one tens to hundreds. Wait for it, bounded.
-      if (p->ready.empty() && !may_wait) {
+      if (usable() == p->ready.end() && !may_wait) {
         out_why = "no warm run was ready";
         return false;  // the caller may try again where it can wait
       }
-      if (p->ready.empty() && p->state.load() == 2 && impl_->options.max_wait_ms > 0) {
+      if (usable() == p->ready.end() && p->state.load() == 2 && impl_->options.max_wait_ms > 0) {
         impl_->Wake();
-        impl_->ready_cv.wait_for(lock, std::chrono::milliseconds(impl_->options.max_wait_ms),
-                                 [&] { return !p->ready.empty() || p->state.load() != 2 || impl_->stop.load(); });
+        impl_->ready_cv.wait_for(lock, std::chrono::milliseconds(impl_->options.max_wait_ms), [&] {
+          return usable() != p->ready.end() || p->state.load() != 2 || impl_->stop.load();
+        });
       }
-      if (p->ready.empty()) break;
-      slot = std::move(p->ready.front());
-      p->ready.pop_front();
+      auto it = usable();
+      if (it == p->ready.end()) {
+        if (fresh_only && !p->ready.empty()) out_why = "the ready runs are a replaced zygote's";
+        break;
+      }
+      slot = std::move(*it);
+      p->ready.erase(it);
     }
     impl_->Wake();  // refill
     if (Readable(slot.run.pidfd.get())) {  // died while waiting (its zygote, most likely)
@@ -975,7 +989,7 @@ bool WarmPool::Impl::Claim(const std::string& profile, const isolation::Spec& sp
     *claimed = std::move(slot);
     return true;
   }
-  out_why = "no warm run was ready";
+  if (out_why.empty()) out_why = "no warm run was ready";
   return false;
 }
 
@@ -994,7 +1008,9 @@ SessionHandOff WarmPool::TakeSession(const std::string& profile, const isolation
                                      std::string_view request) {
   SessionHandOff out;
   Slot slot;
-  if (!impl_->Claim(profile, spec, request, /*may_wait=*/true, &slot, &out.why_not)) return out;
+  // A session lives for hours: from the current zygote only, so that it never
+  // keeps a replaced one alive (issue 23.4).
+  if (!impl_->Claim(profile, spec, request, /*may_wait=*/true, &slot, &out.why_not, /*fresh_only=*/true)) return out;
   out.run = std::move(slot.run);
   out.events_read = std::move(slot.events);
   out.control = std::move(slot.control);

@@ -114,7 +114,9 @@ class WarmPool {
                   std::string_view request, bool may_wait = true);
   // The same hand-off (waiting as TakeRun does), but the run and its control
   // socket are the caller's from now on: a session's first request ("session":
-  // true) makes the run serve calls on that socket (airlock_runner.py).
+  // true) makes the run serve calls on that socket (airlock_runner.py). Only a
+  // run of the profile's current zygote: a session never keeps a replaced
+  // (retired) zygote alive from its start.
   SessionHandOff TakeSession(const std::string& profile, const isolation::Spec& spec, std::string_view request);
   // The caller took the cold path for a run of `profile` after all (counted
   // in /metrics); a hand-off that is tried again later is not a fallback yet.

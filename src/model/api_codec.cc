@@ -474,6 +474,14 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
                 {"cpu_time", r.cpu_time_s ? json(*r.cpu_time_s) : json(nullptr)}};
   };
   json resources = resources_json(p);
+  json language_layers = json::object();
+  for (const LanguageLayers& l : p.layers) {
+    language_layers[l.language] = {{"kernel", true},
+                          {"analyzer", l.analyzer},
+                          {"import_allowlist", l.import_allowlist},
+                          {"blocklist", l.blocklist},
+                          {"runtime_import_hook", l.runtime_import_hook}};
+  }
   json language_resources = json::object();
   for (const auto& [language, r] : p.language_resources) language_resources[language] = resources_json(r);
   json j = {
@@ -491,6 +499,7 @@ std::string ProfileToJson(const ProfileView& p, const std::vector<LayerReport>& 
       {"language", p.language},
       {"languages", p.languages},
       {"language_resources", std::move(language_resources)},
+      {"layers", std::move(language_layers)},
       {"network", p.network},
       {"matplotlib", p.matplotlib},
       {"approval", {{"policy", p.approval_policy}, {"rules", p.approval_rules},

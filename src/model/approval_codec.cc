@@ -121,10 +121,14 @@ bool ParseApprovalDecision(std::string_view body, size_t max_depth, ApprovalDeci
   }
   for (const char* field : {"code_sha256", "request_sha256"}) {
     if (it = doc.find(field); it != doc.end() && !it->is_null()) {
-      if (!it->is_string() || it->get<std::string>().size() != 64) {
-        return bad(field, std::string(field) + ": must be the 64 hex digits the approval shows as " + field);
+      std::string hex = it->is_string() ? it->get<std::string>() : std::string();
+      bool ok = hex.size() == 64;
+      for (char& c : hex) {
+        if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+        ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
       }
-      (field[0] == 'c' ? out->code_sha256 : out->request_sha256) = it->get<std::string>();
+      if (!ok) return bad(field, std::string(field) + ": must be the 64 hex digits the approval shows as " + field);
+      (field[0] == 'c' ? out->code_sha256 : out->request_sha256) = std::move(hex);
     }
   }
   return true;

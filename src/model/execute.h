@@ -235,6 +235,18 @@ struct ResourcesView {
 };
 
 // The resource fields (memory_bytes, ...) are the profile's own `resources`.
+// Which of airlock's layers hold for one language of a profile (issue 23.3):
+// the kernel's always; the others bind Python code only.
+struct LanguageLayers {
+  std::string language;
+  // Python: the analyzer's ast_scan mode ("enforce", "observe", "off"); other
+  // languages: "invisible-characters" (the one rule that reads any text).
+  std::string analyzer;
+  bool import_allowlist = false;     // imports are checked against an allowlist
+  bool blocklist = false;            // [module, attribute] entries are checked
+  std::string runtime_import_hook;   // Python: the in-run hook's mode; others: "none"
+};
+
 struct ProfileView : ResourcesView {
   std::string name;
   std::string description;
@@ -247,6 +259,7 @@ struct ProfileView : ResourcesView {
   std::vector<std::pair<std::string, std::string>> audit_modes;  // layer -> enforce|observe|off
   std::string language;                // the first of languages: what a request gets by default
   std::vector<std::string> languages;  // what the profile allows
+  std::vector<LanguageLayers> layers;  // per language of `languages`, in its order
   // language_resources: language name -> that language's own resources.
   std::vector<std::pair<std::string, ResourcesView>> language_resources;
   std::string network;

@@ -834,6 +834,49 @@ std::string ApprovalHoldsRefusedCode(const Profile& p) {
          "set audit.mode.runtime_imports: observe (the approval is then the check)";
 }
 
+// Issue 23.3: a profile's import allowlist and blocklist bind Python code
+// only (the analyzer and the runner's import hook). A language that runs any
+// program (bash runs `python3 -c 'import ctypes, subprocess'`; node can spawn
+// it) next to them makes the profile say something it does not enforce: its
+// description, its /profile view and an operator reading its YAML would all
+// promise an allowlist that one `language` field walks around. Refused, saying
+// where the contradiction comes from and what to write instead.
+Status CheckImportsBindEveryLanguage(const Resolved& r, const Parsed& c) {
+  const Profile& p = r.profile;
+  std::vector<std::string_view> unbound;
+  for (Language l : p.languages) {
+    if (l != Language::kPython) unbound.push_back(LanguageName(l));
+  }
+  const bool allowlist = !p.any_import;
+  if (unbound.empty() || (!allowlist && p.blocklist.empty())) return Status::Ok();
+  std::string what;
+  if (allowlist) {
+    what = p.allowed_imports.empty() ? "an import allowlist that allows no module (no `imports: any`)"
+                                     : "an import allowlist (" + std::to_string(p.allowed_imports.size()) +
+                                           (p.allowed_imports.size() == 1 ? " module)" : " modules)");
+  }
+  if (!p.blocklist.empty()) {
+    what += std::string(what.empty() ? "" : " and ") + "a blocklist (" + std::to_string(p.blocklist.size()) +
+            (p.blocklist.size() == 1 ? " entry)" : " entries)");
+  }
+  // Point at what this profile wrote: its languages, else its imports or
+  // blocklist (the other side came from a parent).
+  std::string key = "languages";
+  if (!c.languages) {
+    if (!c.blocklist.empty()) key = "blocklist";
+    if (c.allowed) key = "imports.allowed";
+    if (c.additional) key = "imports.additional";
+  }
+  const std::string langs = Join(unbound);
+  return ErrKey(r, key,
+                "the profile allows " + langs + " and has " + what + ", which bind Python code only: " + langs +
+                    " can run any program (bash runs `python3 -c 'import ctypes, subprocess'`), so the profile "
+                    "would promise what it does not enforce. Either keep this profile Python-only (`languages: "
+                    "[python]`) and serve " + langs + " from a profile with `imports: any` and no blocklist (as "
+                    "`general` does, extending it if you like), or give this profile `imports: any` and no "
+                    "blocklist, so that the kernel layers are all it claims");
+}
+
 StatusOr<Resolved> Resolve(const Resolved* parent, const Parsed& c) {
   Resolved r;
   if (parent != nullptr) r = *parent;
@@ -955,6 +998,7 @@ StatusOr<Resolved> Resolve(const Resolved* parent, const Parsed& c) {
         r, "matplotlib",
         "true, but matplotlib is not an allowed import of this profile; add it to imports");
   }
+  RETURN_IF_ERROR(CheckImportsBindEveryLanguage(r, c));
   return r;
 }
 

@@ -743,7 +743,28 @@ model::ProfileView Service::View(const profile::Profile& p, profile::Door door) 
                    {"runtime_imports", std::string(profile::AuditModeName(p.audit.runtime_imports))}};
   static_cast<model::ResourcesView&>(v) = ToResourcesView(p.resources);
   v.language = std::string(profile::LanguageName(p.languages.front()));
-  for (profile::Language l : p.languages) v.languages.emplace_back(profile::LanguageName(l));
+  for (profile::Language l : p.languages) {
+    v.languages.emplace_back(profile::LanguageName(l));
+    // What binds this language's code beyond the kernel: the analyzer, the
+    // allowlist, the blocklist and the import hook read Python only (the
+    // loader refuses a profile that pairs them with another language).
+    model::LanguageLayers layers;
+    layers.language = v.languages.back();
+    if (l == profile::Language::kPython) {
+      const auto& pre = p.scan_stages.pre;
+      auto in_pre = [&pre](profile::ScanStage st) { return std::find(pre.begin(), pre.end(), st) != pre.end(); };
+      const profile::AuditMode ast = in_pre(profile::ScanStage::kAstScan) ? p.audit.ast_scan : profile::AuditMode::kOff;
+      layers.analyzer = std::string(profile::AuditModeName(ast));
+      layers.import_allowlist = !p.any_import && ast != profile::AuditMode::kOff;
+      layers.blocklist = !p.blocklist.empty() && in_pre(profile::ScanStage::kBlocklistAudit) &&
+                         p.audit.blocklist_audit != profile::AuditMode::kOff;
+      layers.runtime_import_hook = std::string(profile::AuditModeName(p.audit.runtime_imports));
+    } else {
+      layers.analyzer = "invisible-characters";
+      layers.runtime_import_hook = "none";
+    }
+    v.layers.push_back(std::move(layers));
+  }
   for (const auto& [l, r] : p.language_resources) {
     v.language_resources.emplace_back(std::string(profile::LanguageName(l)), ToResourcesView(r));
   }

@@ -99,6 +99,9 @@ class LiveSession {
   StatusOr<std::shared_ptr<exec::Sandbox>> OpenSandbox(const isolation::HostSetup& host, exec::SandboxOptions options);
   const isolation::IsolationReport& report() const { return run_.report; }
   const isolation::Limits& limits() const { return spec_.limits; }
+  // The zygote the session was made from (null on a pool without one); it
+  // lives as long as the session does.
+  const exec::ZygoteLife* zygote() const { return h_.zygote.get(); }
 
  private:
   friend class LiveCall;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include "base/log.h"
 #include "base/random.h"
@@ -179,10 +180,28 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
       out.error.retry_after_s = 5;
       return out;
     }
-    if (reserved_memory_ + limits.memory_bytes > opt_.max_memory_bytes) {
+    // Issue 23.4: a session keeps the zygote it was made from alive, and a
+    // replaced zygote is memory of its own (tens to hundreds of MB).
+    const auto [retired, retired_bytes] = RetiredZygotesLocked();
+    if (opt_.max_retired_zygotes >= 0 && retired >= opt_.max_retired_zygotes) {
+      out.error = {model::ErrorKind::kTooManyRequests,
+                   "live sessions keep " + std::to_string(retired) +
+                       " replaced zygotes alive, this server's cap (--max-retired-zygotes " +
+                       std::to_string(opt_.max_retired_zygotes) +
+                       "); restart older sessions (POST /v1/sessions/{id}/restart moves one to the current zygote), "
+                       "delete some, or retry later",
+                   ""};
+      out.error.retry_after_s = 5;
+      return out;
+    }
+    if (reserved_memory_ + retired_bytes + limits.memory_bytes > opt_.max_memory_bytes) {
       out.error = {model::ErrorKind::kTooManyRequests,
                    "the live sessions' memory would pass this server's cap of " +
-                       std::to_string(opt_.max_memory_bytes) + " bytes; delete one, ask for less (limits.memory) or retry later",
+                       std::to_string(opt_.max_memory_bytes) + " bytes (--session-memory: " +
+                       std::to_string(reserved_memory_) + " bytes of session limits, " + std::to_string(retired_bytes) +
+                       " of the " + std::to_string(retired) + " replaced zygotes they keep alive, " +
+                       std::to_string(limits.memory_bytes) +
+                       " asked); delete or restart a session, ask for less (limits.memory) or retry later",
                    ""};
       out.error.retry_after_s = 5;
       return out;
@@ -564,9 +583,22 @@ void SessionManager::CloseAll() {
   for (auto& e : all) End(e, "shutdown", "shutdown: the server is stopping", /*tombstone=*/false);
 }
 
+std::pair<int64_t, int64_t> SessionManager::RetiredZygotesLocked() const {
+  std::vector<const exec::ZygoteLife*> seen;
+  int64_t bytes = 0;
+  for (const auto& [id, e] : sessions_) {
+    const exec::ZygoteLife* z = e->dead || !e->live ? nullptr : e->live->zygote();
+    if (z == nullptr || !z->retired.load() || std::find(seen.begin(), seen.end(), z) != seen.end()) continue;
+    seen.push_back(z);
+    bytes += z->PrivateMemoryBytes();
+  }
+  return {static_cast<int64_t>(seen.size()), bytes};
+}
+
 SessionStats SessionManager::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   SessionStats s;
+  std::tie(s.retired_zygotes, s.retired_zygote_memory_bytes) = RetiredZygotesLocked();
   for (const auto& [id, e] : sessions_) {
     if (e->dead) continue;
     ++s.live;

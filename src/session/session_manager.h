@@ -46,7 +46,13 @@ namespace airlock::session {
 
 struct SessionOptions {
   size_t max_sessions = 32;                   // live sessions at once (server-wide); beyond: 429
-  int64_t max_memory_bytes = int64_t{8} << 30;  // sum of live sessions' memory limits; beyond: 429
+  // Sum of live sessions' memory limits and of the private memory of the
+  // replaced zygotes they keep alive; beyond: 429.
+  int64_t max_memory_bytes = int64_t{8} << 30;
+  // Replaced (retired) zygotes kept alive by live sessions, at most; at it, a
+  // new session is refused (429) until sessions end or restart (a restart
+  // moves a session to the current zygote). -1: no cap.
+  int max_retired_zygotes = 8;
   double idle_timeout_s = 600;                // default; a request may ask for up to max_idle_timeout_s
   double max_idle_timeout_s = 3600;
   double ttl_s = 3600;                        // default hard lifetime; up to max_ttl_s
@@ -82,6 +88,8 @@ struct SessionStats {
   int64_t live = 0;
   int64_t busy = 0;
   int64_t memory_reserved_bytes = 0;
+  int64_t retired_zygotes = 0;           // replaced zygotes kept alive by live sessions
+  int64_t retired_zygote_memory_bytes = 0;  // their private memory (counted in the memory cap)
   uint64_t created = 0;
   std::map<std::string, uint64_t> ended;  // reason ("deleted", "idle", "ttl", "memory", ...) -> count
 };
@@ -155,6 +163,9 @@ class SessionManager {
   std::shared_ptr<Entry> Find(const std::string& id, const std::string& owner, model::ApiError* error,
                               bool want_live);
   model::SessionView View(const Entry& e) const;
+  // The replaced zygotes that live sessions keep alive: how many, and their
+  // private memory. Called with mu_ held (reads a /proc file per such zygote).
+  std::pair<int64_t, int64_t> RetiredZygotesLocked() const;
   void ExpiryLoop();
   // Moves a session to its end: reason counted, tombstone kept when `tombstone`.
   void End(const std::shared_ptr<Entry>& e, const std::string& reason, const std::string& detail, bool tombstone);

@@ -63,6 +63,45 @@ def scaled(seconds):
     return seconds * timeout_scale()
 
 
+def trivial_run_seconds(server, profile="minimal", runs=3, headers=None):
+    """What a run costs on this host now: the median wall time of `runs` one-shot trivial runs
+    (`print(1)` of `profile` on `server`, through POST /v1/execute with `headers`, its pool made
+    ready first), sandbox set-up, interpreter and answer included. In session mode, through a
+    session (a session made, a first call, then the run as its second call), as the tests' runs go.
+
+    A verdict that rests on how soon airlock answered scales its bound with this (paced()):
+    another process keeping the cores busy slows the bound as it slows the run, while a hang (no
+    answer at all, or one at a limit's end instead of at once) still fails. The failure message
+    says what was measured."""
+    server.wait_pools_ready(profiles=[profile])
+    took = []
+    for _ in range(runs):
+        start = time.monotonic()
+        if expected_mode() == "session" and headers is None:
+            status, body = server.execute("print(1)\n", path="/v1/execute", profile=profile, timeout=30)
+        else:
+            status, _, data = server.post_json("/v1/execute", {"code": "print(1)\n", "profile": profile,
+                                                               "timeout": 30}, headers=headers)
+            body = json.loads(data) if status == 200 else data[:300]
+        took.append(time.monotonic() - start)
+        if status != 200 or not isinstance(body, dict) or body.get("stdout") != "1\n":
+            raise AssertionError(f"a trivial run failed: {status} {body!r}")
+    return sorted(took)[len(took) // 2]
+
+
+def paced(floor_s, pace_s, factor=4):
+    """A bound of `floor_s` seconds on a quiet host, plus `factor` trivial runs of this host now
+    (trivial_run_seconds)."""
+    return floor_s + factor * pace_s
+
+
+def assert_paced(test, elapsed_s, floor_s, pace_s, what, factor=4):
+    """Asserts that `what` took less than paced(floor_s, pace_s, factor), saying what was measured."""
+    bound = paced(floor_s, pace_s, factor)
+    test.assertLess(elapsed_s, bound, f"{what} took {elapsed_s:.2f} s, over its bound of {bound:.2f} s "
+                                      f"({floor_s} s + {factor} x {pace_s:.2f} s, what a print(1) run takes here now)")
+
+
 # How long the warm pools may take to have a ready run (zygotes start, import, fork): 120 s
 # times $AIRLOCK_TEST_TIMEOUT_SCALE.
 POOLS_READY_TIMEOUT = 120
@@ -181,8 +220,10 @@ def plant_host_secret(prefix):
 
 
 def host_processes():
-    """Every process of the host: {pid: {"ppid", "uid", "comm", "cmdline"}} (best effort: a
-    process may exit while this reads)."""
+    """Every process of the host: {pid: {"ppid", "uid", "comm", "cmdline", "state"}} (best
+    effort: a process may exit while this reads). `state` is /proc/PID/status's letter: "Z" for
+    a zombie (dead, its exit not yet reaped: it holds nothing but its pid; its cmdline reads
+    empty)."""
     procs = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -195,7 +236,8 @@ def host_processes():
             procs[int(entry)] = {"ppid": int(status["PPid"].strip()),
                                  "uid": int(status["Uid"].split()[0]),
                                  "comm": status["Name"].strip(),
-                                 "cmdline": cmdline}
+                                 "cmdline": cmdline,
+                                 "state": status.get("State", "?").strip()[:1]}
         except (OSError, KeyError, ValueError):
             continue
     return procs

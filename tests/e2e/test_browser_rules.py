@@ -218,7 +218,7 @@ class TestRefusedBeforeTheBody(unittest.TestCase):
         cls.server.cleanup()
 
     def send_headers_only(self, extra, method=b"POST"):
-        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=45)
         s.sendall(method + b" /v1/execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
                   extra + b"Content-Length: 2000000\r\n\r\n")
         t0 = time.monotonic()
@@ -237,8 +237,9 @@ class TestRefusedBeforeTheBody(unittest.TestCase):
         data, elapsed = self.send_headers_only(b"")
         self.assertTrue(data.startswith(b"HTTP/1.1 401"), data[:200])
         self.assertIn(b"Connection: close", data)
-        # The server would otherwise wait up to its 60 s body timeout for 2 MB that never come.
-        self.assertLess(elapsed, 5)
+        # The server would otherwise wait up to its 60 s body timeout for 2 MB that never come:
+        # half of it tells the two apart on any host.
+        self.assertLess(elapsed, 30, "the server waited for a body it should have refused unread")
 
     def test_no_100_continue_for_an_unauthenticated_body(self):
         data, _ = self.send_headers_only(b"Expect: 100-continue\r\n")
@@ -250,7 +251,7 @@ class TestRefusedBeforeTheBody(unittest.TestCase):
         data, elapsed = self.send_headers_only(b"Expect: 100-continue\r\n", method=b"OPTIONS")
         self.assertTrue(data.startswith(b"HTTP/1.1 204"), data[:200])
         self.assertIn(b"Connection: close", data)
-        self.assertLess(elapsed, 5)
+        self.assertLess(elapsed, 30, "the server waited for a body it should not read (its body timeout is 60 s)")
 
     def test_with_the_token_the_body_is_read(self):
         status, _, data = self.server.post_json("/v1/execute", {"code": "print(1)"},

@@ -34,11 +34,7 @@ server = None
 def setUpModule():
     global server
     server = AirlockServer().start()
-
-
-def tearDownModule():
-    if server:
-        server.cleanup()
+    unittest.addModuleCleanup(server.cleanup)
 
 
 def proc_locks_key(path):

@@ -168,11 +168,12 @@ class FilesAttacks(unittest.TestCase):
                 "s = socket.socket(socket.AF_UNIX); s.bind('sock')\n"
                 "os.mkdir('d'); os.symlink('/etc/shadow', 'd/shadow')\n"
                 "open('ok.txt', 'w').write('fine')\n")
-        start = time.monotonic()
         status, body = server.execute(code, path="/v1/execute", profile="general")
-        self.assertLess(time.monotonic() - start, 30)
         self.assertEqual(status, 200, body)
         self.assertEqual(body["exit_code"], 0, body)
+        # Promptly: the runner's walk did not block on the FIFO or the socket (it would have
+        # been stopped by the run's timeout).
+        self.assertIsNone(body["kill_reason"], body)
         self.assertEqual([f["path"] for f in body["files"]], ["ok.txt"])
         with open("/etc/passwd", "rb") as f:
             host_passwd = f.read()

@@ -22,10 +22,25 @@ import sys
 import time
 import unittest
 
-from airlock_server import (AirlockServer, SOURCE_DIR, assert_server_alive, copy_profiles, descendants,
+from airlock_server import (AirlockServer, SOURCE_DIR, assert_server_alive, binary, copy_profiles, descendants,
                             host_processes, plant_host_secret)
 
 PROFILE = "general"
+# Memory bombs that reach any of these tests' limits (up to 1 GiB) in a fraction of a second of
+# CPU, so that the memory limit, not the timeout, stops them even on a host ten times slower and
+# busy (issue 23.5). Measured on a cold run of `general` at load 14 on the 2-core VM of
+# docs/benchmarks.md, to its 512 MiB: each 0.3 s of CPU (3.3-3.6 s of wall time, the cold start
+# included). What they replaced: bash doubling a string (`a=$a$a`: each step copies the whole
+# string, 1.6 s of CPU, 25 s of wall time there against a 30 s timeout; a loaded CI host lost it
+# to the timeout) and node pushing plain arrays (V8's garbage collector walks them: 7.6 s).
+MEMORY_BOMBS = {
+    # 64 MiB typed arrays, off V8's heap, each filled (its pages touched).
+    "javascript": "const a = []; while (true) a.push(new Float64Array(1 << 23).fill(1.5));\n",
+    # One read() of 1 GiB from /dev/zero into dd's buffer: the kernel fills it as fast as it
+    # zeroes pages (a bash builtin has nothing faster than copying strings). exec: dd is the
+    # program, the process the OOM kill takes.
+    "bash": "exec dd if=/dev/zero of=/dev/null bs=1G count=1 status=none\n",
+}
 LANGUAGES = ("javascript", "bash")
 SECRET_NAME = "AIRLOCK_SECRET_TEST"
 SECRET_VALUE = "server-secret-" + secrets.token_hex(8)
@@ -209,12 +224,42 @@ class TestResultShape(LanguageRun):
         by_name = {p["name"]: p for p in json.loads(data)["profiles"]}
         self.assertEqual(by_name["general"]["languages"], ["python", "javascript", "bash"])
         self.assertEqual(by_name["minimal"]["languages"], ["python"])
+        # ...and, per language, which of airlock's layers bind its code (issue 23.3): the kernel's
+        # always; the analyzer, the import allowlist, the blocklist and the import hook Python only.
+        self.assertEqual(by_name["general"]["layers"]["bash"],
+                         {"kernel": True, "analyzer": "invisible-characters", "import_allowlist": False,
+                          "blocklist": False, "runtime_import_hook": "none"})
+        self.assertEqual(by_name["general"]["layers"]["javascript"], by_name["general"]["layers"]["bash"])
+        self.assertEqual(by_name["general"]["layers"]["python"],
+                         {"kernel": True, "analyzer": "observe", "import_allowlist": False, "blocklist": False,
+                          "runtime_import_hook": "observe"})
+        self.assertEqual(by_name["minimal"]["layers"],
+                         {"python": {"kernel": True, "analyzer": "enforce", "import_allowlist": True,
+                                     "blocklist": False, "runtime_import_hook": "enforce"}})
+        self.assertTrue(by_name["data-science"]["layers"]["python"]["blocklist"])
         # A session is a live Python interpreter: other languages are refused with the reason.
         status, _, data = server.post_json("/v1/sessions", {"profile": PROFILE, "language": "javascript"})
         body = json.loads(data)
         self.assertEqual(status, 422, body)
         self.assertEqual(body["field"], "language")
         self.assertIn("POST /v1/execute", body["error"])
+
+    def test_a_profile_whose_imports_cannot_bind_its_languages_is_refused(self):
+        # Issue 23.3: minimal's allowlist next to bash would promise what bash walks around
+        # (`python3 -c 'import ctypes, subprocess'`); the server refuses to start and says why.
+        import tempfile
+        d = tempfile.mkdtemp(prefix="airlock-e2e-contradiction-")
+        try:
+            copy_profiles(d, {"shell-too": "name: shell-too\nextends: minimal\nlanguages: [python, bash]\n"})
+            p = subprocess.run([binary(), "serve", "--listen", "127.0.0.1:0", "--profiles", d, "--pool-size", "0"],
+                               capture_output=True, timeout=60)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        err = p.stderr.decode()
+        self.assertNotEqual(p.returncode, 0, err)
+        self.assertEqual(p.stdout, b"")  # never listened
+        self.assertIn("shell-too.yaml:3: languages: the profile allows bash and has an import allowlist", err)
+        self.assertIn("`imports: any`", err)
 
     def test_a_language_may_have_limits_of_its_own(self):
         # lang-limits: javascript 384Mi and a 7 s default, bash 16 pids; python keeps general's.
@@ -228,8 +273,8 @@ class TestResultShape(LanguageRun):
                 self.assertEqual(body["stdout"], "1\n")
                 got = {k: body["profile"][k] for k in want}
                 self.assertEqual(got, want)
-        # A memory bomb meets its language's limit, and says which.
-        status, body = server.execute("const a = []; while (true) a.push(new Array(1e6).fill(1.5));",
+        # A memory bomb meets its language's limit, and says which (MEMORY_BOMBS says why this one).
+        status, body = server.execute(MEMORY_BOMBS["javascript"],
                                       path="/v1/execute", profile="lang-limits", language="javascript", timeout=30)
         self.assertEqual(status, 200, body)
         self.assertEqual(body["kill_reason"], "memory", body)
@@ -406,19 +451,15 @@ class TestProcessAttacks(LanguageRun):
         }
         for language, code in cases.items():
             with self.subTest(language=language):
-                start = time.monotonic()
                 body = self.run_code(language, code, timeout=30, expect_exit=None)
+                # Stopped by the pids limit, not by its timeout: what airlock says it did.
                 self.assertEqual(body["kill_reason"], "pids", body)
-                self.assertLess(time.monotonic() - start, 25)
+                self.assertIs(body["timed_out"], False)
                 self.assertEqual(subprocess.run(["true"], timeout=30).returncode, 0)  # the host still forks
                 self.assertServerAlive()
 
     def test_memory_bomb_is_killed_with_reason_memory(self):
-        cases = {
-            "javascript": "const a = []; while (true) a.push(new Array(1e6).fill(1.5));\n",
-            "bash": "a=xxxxxxxxxxxxxxxx\nwhile true; do a=$a$a; done\n",
-        }
-        for language, code in cases.items():
+        for language, code in MEMORY_BOMBS.items():
             with self.subTest(language=language):
                 body = self.run_code(language, code, timeout=30, expect_exit=None)
                 self.assertEqual(body["kill_reason"], "memory", body)

@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from airlock_server import AirlockServer, binary, metric_value, scaled, SOURCE_DIR
+from airlock_server import AirlockServer, assert_paced, binary, metric_value, scaled, SOURCE_DIR, trivial_run_seconds
 
 TOKEN_A = "agent-0123456789abcdef0123456789"
 TOKEN_B = "ci-fedcba9876543210fedcba98765"
@@ -211,17 +211,17 @@ class TestDisconnect(unittest.TestCase):
         code = "# disconnect-test\n" + BUSY
         s = send_execute_raw(self.server.port, code, 25)
         wait_for_metric(self.server, "airlock_executions_in_flight", 1)
-        closed_at = time.monotonic()
         s.close()
         sha = hashlib.sha256(code.encode()).hexdigest()
-        recs = self.server.wait_for_audit(lambda r: r["code_sha256"] == sha, timeout=10)
+        # Waited past the run's own 25 s timeout: what ended it is in the record.
+        recs = self.server.wait_for_audit(lambda r: r["code_sha256"] == sha, timeout=40)
         self.assertTrue(recs)
-        self.assertLess(time.monotonic() - closed_at, 5)
         rec = recs[0]
+        # Killed because the client went, not by its timeout (which would say "timeout").
         self.assertEqual(rec["verdict"], "client_gone")
         self.assertEqual(rec["kill_reason"], "cancelled")
         self.assertTrue(rec["client_gone"])
-        self.assertLess(rec["run_ms"], 10000)
+        self.assertLess(rec["run_ms"], 25000)
         # The audit record is written at the answer; the run's slot is let go once its teardown
         # is done (docs/security.md, issue 15.6), which a sanitizer build can take a while over.
         wait_for_metric(self.server, "airlock_executions_in_flight", 0, timeout=10)
@@ -258,14 +258,14 @@ class TestDrain(unittest.TestCase):
         server = AirlockServer(extra_args=["--drain-grace", "1"]).start()
         try:
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                start = time.monotonic()
                 running = pool.submit(server.execute, BUSY, path="/v1/execute", timeout=25)
                 wait_for_metric(server, "airlock_executions_in_flight", 1)
                 server.proc.send_signal(signal.SIGTERM)
-                status, body = running.result(30)
+                status, body = running.result(60)
                 self.assertEqual(status, 200)
+                # Killed at the end of the 1 s grace ("cancelled"), not by its own 25 s timeout.
                 self.assertEqual(body["kill_reason"], "cancelled")
-                self.assertLess(time.monotonic() - start, 10)
+                self.assertLess(body["duration_ms"], 25000, body)
             self.assertEqual(server.proc.wait(30), 0)
             # No new request is served any more.
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=2)
@@ -281,14 +281,17 @@ class TestDrain(unittest.TestCase):
             server.cleanup()
 
     def test_idle_server_exits_at_once(self):
-        server = AirlockServer().start()
+        # A drain grace far longer than any shutdown here: a server that waited for its idle
+        # keep-alive connection would take all of it.
+        server = AirlockServer(extra_args=["--drain-grace", "120"]).start()
         try:
+            pace = trivial_run_seconds(server)
             conn = server.connection()
             conn.request("GET", "/healthz")  # an idle keep-alive connection stays open
             conn.getresponse().read()
             start = time.monotonic()
-            self.assertEqual(server.stop(), 0)
-            self.assertLess(time.monotonic() - start, 5)
+            self.assertEqual(server.stop(timeout=150), 0)
+            assert_paced(self, time.monotonic() - start, 5, pace, "stopping an idle server (its grace is 120 s)")
             conn.close()
         finally:
             server.cleanup()
@@ -328,8 +331,8 @@ class TestMetricsAndAudit(unittest.TestCase):
             ids[hdrs["x-request-id"]] = (status, code)
         # The audit log is written asynchronously: wait for each request's record.
         for rid in ids:
-            self.assertTrue(self.server.wait_for_audit(lambda r, rid=rid: r["request_id"] == rid, timeout=scaled(10)),
-                            f"no audit record for {rid} in {scaled(10):.0f} s")
+            self.assertTrue(self.server.wait_for_audit(lambda r, rid=rid: r["request_id"] == rid, timeout=scaled(30)),
+                            f"no audit record for {rid} in {scaled(30):.0f} s")
         recs = {r["request_id"]: r for r in self.server.audit_records() if r["request_id"] in ids}
         self.assertEqual(set(recs), set(ids))
         for rid, (status, code) in ids.items():

@@ -121,6 +121,17 @@ def rss_peak_kb(pid):
     return 0
 
 
+def healthz_latencies(server, n):
+    """`n` GET /healthz round trips, in seconds (10 ms apart)."""
+    out = []
+    for _ in range(n):
+        t = time.monotonic()
+        server.get("/healthz")
+        out.append(time.monotonic() - t)
+        time.sleep(0.01)
+    return out
+
+
 def percentile(values, q):
     values = sorted(values)
     if not values:
@@ -144,18 +155,20 @@ class ServiceOverloadTest(unittest.TestCase):
         return json.loads(data)
 
     def test_channel_flood_is_killed(self):
-        t0 = time.monotonic()
         body = self.run_code(CHANNEL_FLOOD, timeout_s=20)
-        took = time.monotonic() - t0
+        # Killed at the cap ("channel"), not at the end of its timeout (which would say "timeout").
         self.assertEqual(body.get("kill_reason"), "channel", body)
         self.assertIn("result channel", body.get("kill_detail", ""))
-        # Killed at the cap, not at the end of its timeout.
-        self.assertLess(took, 10, body)
+        self.assertIs(body.get("timed_out"), False, body)
         self.assertEqual(metric_value(self.server.metrics(), "airlock_executions_total", outcome="channel") > 0,
                          True)
 
     def test_channel_bomb_costs_little(self):
         before = rss_peak_kb(self.server.proc.pid)
+        # What /healthz takes on this host now, with nothing else running here: the bound on it
+        # during the bombs scales with it (a host busy with other work slows both).
+        alone = healthz_latencies(self.server, 50)
+        stall_bound = 0.5 + 5 * max(alone)
         stalls = []
         stop = threading.Event()
 
@@ -187,7 +200,9 @@ class ServiceOverloadTest(unittest.TestCase):
             print(f"\npeak RSS grew from {before} kB to {after} kB (not bounded under AddressSanitizer)")
         else:
             self.assertLess(after - before, 80 * 1024, f"peak RSS grew from {before} kB to {after} kB")
-        self.assertLess(max(stalls), 0.5, f"/healthz took up to {max(stalls):.3f} s during the bombs")
+        self.assertLess(max(stalls), stall_bound, f"/healthz took up to {max(stalls):.3f} s during the bombs, "
+                                                  f"over {stall_bound:.3f} s (0.5 s + 5 x {max(alone):.3f} s, the "
+                                                  f"most it took alone here now)")
 
     def test_forged_end_keeps_the_slot_until_the_run_is_gone(self):
         marker = "airlk%05d" % (os.getpid() % 100000)
@@ -234,9 +249,12 @@ class ServiceOverloadTest(unittest.TestCase):
             stop.set()
             for t in attackers:
                 t.join()
-        # Before: each attacker's hand-off held the launcher ~0.35 s (seconds on a busy host).
-        self.assertLess(percentile(loaded, 0.5), percentile(alone, 0.5) + 0.75,
-                        f"honest latencies alone {alone}, beside slow hand-offs {loaded}")
+        # Before: each attacker's hand-off held the launcher ~0.35 s (seconds on a busy host), six
+        # of them ahead of each honest request. The margin scales with what the honest request
+        # takes alone here now.
+        margin = max(0.75, 3 * percentile(alone, 0.5))
+        self.assertLess(percentile(loaded, 0.5), percentile(alone, 0.5) + margin,
+                        f"honest latencies alone {alone}, beside slow hand-offs {loaded} (margin {margin:.2f} s)")
 
 
 class OverloadTest(unittest.TestCase):
@@ -323,6 +341,15 @@ class OverloadTest(unittest.TestCase):
             honest_health,
             honest_run,
         )]
+        # What the honest clients get with nothing else running here: their bounds under attack
+        # scale with it, so that a host busy with other work does not fail the test.
+        alone_health = healthz_latencies(server, 50)
+        alone_runs = []
+        for _ in range(5):
+            t = time.monotonic()
+            status, _, data = self.post({"code": "print(1)"})
+            self.assertEqual(status, 200, data[:300])
+            alone_runs.append(time.monotonic() - t)
         before = server.metrics()
         for t in threads:
             t.start()
@@ -336,16 +363,22 @@ class OverloadTest(unittest.TestCase):
                    f"max {max(health) * 1000:.0f} ms ({len(health)}); print(1) p50 "
                    f"{percentile(runs, 0.5) * 1000:.0f} ms p90 {percentile(runs, 0.9) * 1000:.0f} ms "
                    f"({len(runs)}); server peak RSS {peak_mb:.0f} MB")
+        # Cold launches share the one launcher thread with every attacker's: slower (a print(1)
+        # may wait behind the attackers' 3 s runs). The bounds are what they were on a quiet host
+        # (cold 5 s, warm 2 s at p90; /healthz 0.25 s at p99), or more where the honest client
+        # alone takes longer here now: a host busy with other work (at load 8, a cold print(1)
+        # once took 5.12 s at p90 beside the attackers) slows both.
+        alone_p90 = percentile(alone_runs, 0.9)
+        bound_s = (3.0 if expected_mode() == "cold" else 0.0) + max(2.0, 4 * alone_p90)
+        health_bound = max(0.25, 5 * percentile(alone_health, 0.99))
+        summary += (f"; alone: print(1) p90 {alone_p90 * 1000:.0f} ms, healthz p99 "
+                    f"{percentile(alone_health, 0.99) * 1000:.0f} ms; bounds: print(1) p90 {bound_s:.2f} s, "
+                    f"healthz p99 {health_bound * 1000:.0f} ms")
         print("\n" + summary)
         self.assertEqual(errors[:5], [], summary)
-        # Cold launches share the one launcher thread with every attacker's: slower. The
-        # honest client must keep being served: as many runs as the latency bound allows in
-        # the test's time (cold: a print(1) waits behind the attackers' 3 s runs, so 12 s hold
-        # 3-4 of them; CI once saw 4 at p50 3.4 s, and "more than 5" failed a healthy server).
-        bound_s = 5.0 if expected_mode() == "cold" else 2.0
-        self.assertGreaterEqual(len(runs), 6 if expected_mode() != "cold" else int(self.DURATION_S / bound_s),
-                                summary)
-        self.assertLess(percentile(health, 0.99), 0.25, summary)
+        # The honest client keeps being served: as many runs as the latency bound allows.
+        self.assertGreaterEqual(len(runs), int(self.DURATION_S / bound_s), summary)
+        self.assertLess(percentile(health, 0.99), health_bound, summary)
         self.assertLess(percentile(runs, 0.9), bound_s, summary)
         if not SANITIZED:
             self.assertLess(peak_mb, 100, summary)

@@ -16,12 +16,14 @@ import json
 import os
 import re
 import secrets
+import shutil
 import tempfile
 import threading
 import time
 import unittest
 
-from airlock_server import AirlockServer, descendants, host_processes, metric_value, scaled
+from airlock_server import (SOURCE_DIR, AirlockServer, assert_paced, descendants, host_processes, metric_value, scaled,
+                            trivial_run_seconds)
 
 PROFILE = "general"  # no import allowlist: only the kernel layers stand in the way
 
@@ -71,7 +73,7 @@ def start_sleepers(test, client, sid, token, *popen_kwargs):
     # sets up its new command line (/proc/PID/cmdline reads empty until then); in a session
     # throttled by its CPU quota on a loaded host that moment lasted long enough for CI to see
     # (measured: found 0.5 s later, 6 times in 150). Wait for it, bounded.
-    deadline = time.monotonic() + scaled(5)
+    deadline = time.monotonic() + scaled(30)
     found = with_token(token)
     while not found and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -208,9 +210,10 @@ class TestSessions(SessionTestCase):
     def test_timeout_interrupts_the_call_and_the_session_lives(self):
         sid = self.new()["id"]
         self.run_ok(sid, "import time\nkept = 'yes'")
+        pace = trivial_run_seconds(server, profile=PROFILE)
         start = time.monotonic()
         body = self.run_ok(sid, "n = 0\nwhile True:\n    n += 1", timeout=1)
-        self.assertLess(time.monotonic() - start, scaled(10))
+        assert_paced(self, time.monotonic() - start, 10, pace, "a session call with a 1 s timeout")
         self.assertEqual(body["kill_reason"], "timeout")
         self.assertTrue(body["timed_out"])
         self.assertEqual(body["error"]["name"], "KeyboardInterrupt")
@@ -218,8 +221,11 @@ class TestSessions(SessionTestCase):
         self.assertIn("the session lives on", body["kill_detail"])
         # A sleeping call is woken too.
         body = self.run_ok(sid, "time.sleep(30)", timeout=1)
+        # Woken by the interrupt (a sleep that ignored it would have ended the session after the
+        # 1 s grace), well before the sleep's own end.
         self.assertTrue(body["session"]["interrupted"])
-        self.assertLess(body["duration_ms"], 5000)
+        self.assertTrue(body["session"]["alive"])
+        self.assertLess(body["duration_ms"], 30000)
         self.assertEqual(self.run_ok(sid, "print(kept, n > 0)")["stdout"], "yes True\n")
 
     def test_a_call_that_ignores_the_interrupt_ends_its_session(self):
@@ -244,16 +250,21 @@ class TestSessions(SessionTestCase):
         sid = self.new()["id"]
         results = {}
 
+        # The first call waits for a file the test puts in the session only after the second
+        # call was answered: the second is sent while the first runs, whatever the host's pace.
         def slow():
-            results["slow"] = self.c.execute(sid, "import time\ntime.sleep(2)\nprint('slept')", timeout=10)
+            results["slow"] = self.c.execute(sid, "import os, time\nwhile not os.path.exists('go'):\n"
+                                                  "    time.sleep(0.02)\nprint('slept')", timeout=60)
 
         t = threading.Thread(target=slow)
         t.start()
-        deadline = time.monotonic() + scaled(10)
+        deadline = time.monotonic() + scaled(30)
         while self.c.get("/v1/sessions/" + sid)[1]["state"] != "busy" and time.monotonic() < deadline:
             time.sleep(0.05)
         status, body = self.c.execute(sid, "print('second')")
+        put_status, _, _ = server.request("PUT", f"/v1/sessions/{sid}/files/go", body=b"")
         t.join()
+        self.assertIn(put_status, (200, 201, 204))
         self.assertEqual(status, 409, body)
         self.assertEqual(body["code"], "session_busy")
         self.assertEqual(results["slow"][0], 200)
@@ -532,10 +543,11 @@ class TestSessionFiles(SessionTestCase):
                          "open('new\\nline', 'w').write('nl')\n")
         with open("/etc/passwd", "rb") as f:
             host_secret = f.read(32)
+        pace = trivial_run_seconds(server, profile=PROFILE)
         for path in ("shadow", "passwd", "rootdir/etc/passwd", "fifo", "sock"):
             start = time.monotonic()
-            status, _, data = self.get_file(sid, path, timeout=10)
-            self.assertLess(time.monotonic() - start, 5, f"{path}: the read hung")
+            status, _, data = self.get_file(sid, path, timeout=60)
+            assert_paced(self, time.monotonic() - start, 5, pace, f"reading {path} (a hung read never ends)")
             self.assertIn(status, (404, 409), (path, status, data[:200]))
             self.assertNotIn(host_secret, data)
             self.assertNotIn(b"root:", data)
@@ -550,7 +562,7 @@ class TestSessionFiles(SessionTestCase):
         start = time.monotonic()
         status, _, data = self.get_file(sid, "sparse")
         self.assertEqual(status, 413, data[:200])
-        self.assertLess(time.monotonic() - start, 5)
+        assert_paced(self, time.monotonic() - start, 5, pace, "refusing a download past the cap")
         status, _, data = self.get_file(sid, "sparse", headers={"Range": "bytes=0-9"})
         self.assertEqual((status, data), (206, b"\0" * 10))
         # The hard link is the session's own file (same file system): allowed, and only that.
@@ -658,7 +670,7 @@ class TestLimitsAndLifetimes(unittest.TestCase):
         sid = self.c.create(profile="general", idle_timeout=1)[2]["id"]
         token = f"4646{secrets.randbelow(10 ** 6)}"
         start_sleepers(self, self.c, sid, token)
-        deadline = time.monotonic() + scaled(10)
+        deadline = time.monotonic() + scaled(30)
         status = 200
         while time.monotonic() < deadline and status == 200:
             time.sleep(0.25)
@@ -670,13 +682,84 @@ class TestLimitsAndLifetimes(unittest.TestCase):
 
     def test_ttl_ends_even_a_busy_session(self):
         sid = self.c.create(profile="general", ttl=2, idle_timeout=60)[2]["id"]
-        start = time.monotonic()
         status, body = self.c.execute(sid, "import time\ntime.sleep(8)", timeout=9)
         self.assertEqual(status, 200, body)
-        self.assertLess(time.monotonic() - start, scaled(7))
+        # Ended by the TTL under the call, not after it: the call lasted less than its sleep.
+        self.assertLess(body["duration_ms"], 8000, body)
         self.assertFalse(body["session"]["alive"])
         self.assertIn("ttl", body["session"]["end_reason"])
         self.assertEqual(self.c.get("/v1/sessions/" + sid)[0], 404)
+
+
+class TestRetiredZygotes(unittest.TestCase):
+    """Issue 23.4: a session keeps the zygote it was made from alive; once that zygote is
+    replaced (--pool-recycle), its memory is the session's to pay for (--session-memory) and the
+    number of such zygotes is capped (--max-retired-zygotes). Servers of their own, with the
+    minimal profile alone (small, fast zygotes), replaced after two hand-offs."""
+
+    def server(self, *args):
+        d = tempfile.mkdtemp(prefix="airlock-e2e-retired-")
+        shutil.copy(os.path.join(SOURCE_DIR, "profiles", "minimal.yaml"), d)
+        srv = AirlockServer(extra_args=["--pool-recycle", "2", "--pool-size", "1", *args], profiles_dir=d).start()
+        self.addCleanup(shutil.rmtree, d, True)
+        self.addCleanup(srv.cleanup)
+        srv.wait_pools_ready(profiles=["minimal"])
+        return srv, SessionClient(srv)
+
+    def retire_the_zygote_of(self, srv, sid, recycles):
+        """One-shot runs until the zygote session `sid` came from is replaced (the session's
+        hand-off was its first of two), then until the server counts it as kept alive."""
+        status, body = srv.execute("print(1)", path="/v1/execute", profile="minimal")
+        self.assertEqual((status, body["stdout"]), (200, "1\n"), body)
+        deadline = time.monotonic() + scaled(30)
+        while True:
+            m = srv.metrics()
+            if ((metric_value(m, "airlock_zygote_recycles_total", profile="minimal") or 0) >= recycles and
+                    metric_value(m, "airlock_sessions_retired_zygotes") == 1):
+                return m
+            self.assertLess(time.monotonic(), deadline, f"session {sid}'s zygote was not replaced: {m}")
+            time.sleep(0.1)
+
+    def restart(self, srv, sid):
+        deadline = time.monotonic() + scaled(60)
+        while True:
+            status, _, data = srv.post_json(f"/v1/sessions/{sid}/restart", {})
+            if status != 503 or time.monotonic() > deadline:
+                self.assertEqual(status, 200, data)
+                return
+            time.sleep(0.2)  # the new zygote has no run ready yet
+
+    def test_replaced_zygotes_kept_by_sessions_are_capped(self):
+        srv, c = self.server("--max-retired-zygotes", "1")
+        a = c.create(profile="minimal")[2]["id"]
+        m = self.retire_the_zygote_of(srv, a, 1)
+        self.assertGreater(metric_value(m, "airlock_sessions_retired_zygote_memory_bytes"), 0)
+        status, headers, body = c.create(expect=429, profile="minimal")
+        self.assertIn("keep 1 replaced zygotes alive", body["error"])
+        self.assertIn("--max-retired-zygotes 1", body["error"])
+        self.assertIn("/restart", body["error"])
+        self.assertIn("retry-after", headers)
+        # A restart moves the session to the current zygote: the old one is no longer kept.
+        self.restart(srv, a)
+        self.assertEqual(metric_value(srv.metrics(), "airlock_sessions_retired_zygotes"), 0)
+        b = c.create(profile="minimal")[2]["id"]
+        for sid in (a, b):
+            status, body = c.execute(sid, "print('alive')")
+            self.assertEqual((status, body["stdout"]), (200, "alive\n"), body)
+
+    def test_replaced_zygotes_count_against_the_session_memory(self):
+        limit = 256 << 20  # minimal's memory
+        srv, c = self.server("--max-retired-zygotes", "-1", "--session-memory", str(2 * limit + (1 << 20)))
+        a = c.create(profile="minimal")[2]["id"]
+        m = self.retire_the_zygote_of(srv, a, 1)
+        zygote_bytes = metric_value(m, "airlock_sessions_retired_zygote_memory_bytes")
+        self.assertGreater(zygote_bytes, 1 << 20, m)
+        # Two sessions' limits fit the cap; with the replaced zygote the first keeps alive they do not.
+        status, headers, body = c.create(expect=429, profile="minimal")
+        self.assertIn("of the 1 replaced zygotes they keep alive", body["error"])
+        self.assertIn("--session-memory", body["error"])
+        self.restart(srv, a)
+        c.create(profile="minimal")
 
 
 class TestOwnership(unittest.TestCase):

@@ -814,10 +814,11 @@ class TestEarlyAnswer(RunCase):
     def test_a_forged_end_event_only_misreports_its_own_run(self):
         body, elapsed, timeout = self.forge(with_child=False)
         if body["isolation"]["mode"] == "warm":
-            # Answered from the (forged) end event, long before the timeout; then killed.
+            # Answered from the (forged) end event, not at the timeout (which would have killed it:
+            # kill_reason "timeout"); then killed.
             self.assertEqual(body["exit_code"], 7, body)
             self.assertIsNone(body["kill_reason"], body)
-            self.assertLess(elapsed, timeout - 1, body)
+            self.assertLess(body["duration_ms"], timeout * 1000, body)
         else:
             # A cold run is answered when it ends: here, by its timeout.
             self.assertEqual(body["kill_reason"], "timeout", body)
@@ -981,11 +982,10 @@ class TestZygoteRestart(RunCase):
                         zygote = p
             time.sleep(0.05)
         self.assertIsNotNone(zygote, "the run's sleep never showed up under a zygote")
-        started = time.monotonic()
         os.kill(zygote, signal.SIGKILL)
-        t.join(30)
+        t.join(60)
+        # Answered (503, below), not left hanging until its own timeout.
         self.assertFalse(t.is_alive(), "the request hung after its zygote died")
-        self.assertLess(time.monotonic() - started, 10)
         status, body = result["answer"]
         self.assertEqual(status, 503, body)
         self.assertIn("zygote died", body.get("error", ""), body)

@@ -179,8 +179,10 @@ class SandboxTest : public ::testing::Test {
   }
 
   // Runs Python code with the given limits on the test's path; the test fails
-  // on a launch error.
-  exec::RunResult Py(const std::string& code, isolation::Limits limits = {}, double timeout_s = 10,
+  // on a launch error. The default timeout is far above what a run that is
+  // meant to end takes even on a busy host: no verdict rests on it (a test
+  // about timeouts passes its own).
+  exec::RunResult Py(const std::string& code, isolation::Limits limits = {}, double timeout_s = 30,
                      int64_t output_cap = 1 << 20, std::vector<std::string> ro_binds = {}) {
     if (path_ == RunPath::kWarm) {
       EXPECT_TRUE(ro_binds.empty()) << "a warm run has no per-run binds";
@@ -220,14 +222,14 @@ class SandboxTest : public ::testing::Test {
       for (auto& a : args) argv.push_back(a);
       return WarmPy("import json, os\nargv = json.loads(" + nlohmann::json(argv.dump()).dump() +
                         ")\nos.execv(argv[0], argv)\n",
-                    {}, 10, 1 << 20);
+                    {}, 30, 1 << 20);
     }
     isolation::Spec spec = exec::PythonSpec("", {}, false);
     spec.argv = {path};
     for (auto& a : args) spec.argv.push_back(std::move(a));
     spec.ro_binds = {dir};
     exec::RunOptions options;
-    options.timeout_s = 10;
+    options.timeout_s = 30;
     auto r = exec::RunToCompletion(*host_, spec, options);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : exec::RunResult{};

@@ -264,7 +264,7 @@ TEST(ProfileErrorTest, UnknownLanguagesAndBothKeys) {
 
 TEST(ProfileLanguagesTest, LanguageResourcesOverTheProfilesAndInherited) {
   StatusOr<ProfileSet> parsed = ParseSet(
-      {{"p/base.yaml", "languages: [python, javascript, bash]\nresources:\n  memory: 512Mi\n  timeout_max: 30\n"
+      {{"p/base.yaml", "imports: any\nlanguages: [python, javascript, bash]\nresources:\n  memory: 512Mi\n  timeout_max: 30\n"
                        "language_resources:\n  javascript:\n    memory: 1Gi\n    timeout_default: 20\n"},
        {"p/child.yaml", "extends: base\nresources:\n  pids: 40\nlanguage_resources:\n  javascript:\n"
                         "    pids: 80\n  bash:\n    timeout_max: 5\n"}});
@@ -293,8 +293,43 @@ TEST(ProfileLanguagesTest, LanguageResourcesOverTheProfilesAndInherited) {
               HasSubstr("language_resources.bash.timeout_default: 9 is above the timeout_max 5"));
 }
 
+// Issue 23.3: an import allowlist or a blocklist binds Python only; next to bash or
+// javascript (which run any program) the profile would promise what it does not enforce.
+TEST(ProfileLanguagesTest, ImportRulesNextToAnotherLanguageAreRefused) {
+  EXPECT_EQ(Error("imports:\n  allowed: [math]\nlanguages: [python, bash]\n"),
+            "profiles/t.yaml:3: languages: the profile allows bash and has an import allowlist (1 module), "
+            "which bind Python code only: bash can run any program (bash runs `python3 -c 'import ctypes, "
+            "subprocess'`), so the profile would promise what it does not enforce. Either keep this profile "
+            "Python-only (`languages: [python]`) and serve bash from a profile with `imports: any` and no "
+            "blocklist (as `general` does, extending it if you like), or give this profile `imports: any` and no "
+            "blocklist, so that the kernel layers are all it claims");
+  // No imports key at all is an allowlist of nothing.
+  EXPECT_THAT(Error("languages: [javascript]\n"),
+              HasSubstr("languages: the profile allows javascript and has an import allowlist that allows no "
+                        "module (no `imports: any`)"));
+  EXPECT_THAT(Error("imports: any\nblocklist:\n  - [pandas, read_pickle]\nlanguages: [python, javascript, bash]\n"),
+              HasSubstr("profiles/t.yaml:4: languages: the profile allows javascript, bash and has a blocklist (1 "
+                        "entry)"));
+  // Inherited: the error is at the key this profile wrote, naming the profile.
+  StatusOr<ProfileSet> child_langs = ParseSet({{"p/base.yaml", "imports:\n  allowed: [math, json]\n"},
+                                               {"p/child.yaml", "extends: base\nlanguages: [python, bash]\n"}});
+  ASSERT_FALSE(child_langs.ok());
+  EXPECT_THAT(child_langs.status().message(),
+              HasSubstr("p/child.yaml:2: languages: the profile allows bash and has an import allowlist (2 modules)"));
+  StatusOr<ProfileSet> child_blocks =
+      ParseSet({{"p/base.yaml", "imports: any\nlanguages: [python, bash]\n"},
+                {"p/child.yaml", "extends: base\nblocklist:\n  - [os, system]\n"}});
+  ASSERT_FALSE(child_blocks.ok());
+  EXPECT_THAT(child_blocks.status().message(),
+              HasSubstr("p/child.yaml:3: blocklist: the profile allows bash and has a blocklist (1 entry)"));
+  // What is accepted: any import and no blocklist, or Python alone.
+  EXPECT_TRUE(ParseSet({{"p/ok.yaml", "imports: any\nlanguages: [python, javascript, bash]\n"},
+                        {"p/py.yaml", "imports:\n  allowed: [math]\nblocklist:\n  - [os, system]\n"}})
+                  .ok());
+}
+
 TEST(ProfileLanguagesTest, ListOrderAliasesAndInheritance) {
-  StatusOr<ProfileSet> parsed = ParseSet({{"p/base.yaml", "languages: [bash, js, python, bash]\n"},
+  StatusOr<ProfileSet> parsed = ParseSet({{"p/base.yaml", "imports: any\nlanguages: [bash, js, python, bash]\n"},
                                           {"p/child.yaml", "extends: base\n"},
                                           {"p/narrow.yaml", "extends: base\nlanguage: python3\n"}});
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
