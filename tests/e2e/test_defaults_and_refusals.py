@@ -101,7 +101,8 @@ class DoorDefaults(unittest.TestCase):
         errors = [e for e in events if e["type"] == "error"]
         self.assertEqual(errors, [], events)
         results = [e for e in events if e["type"] == "result"]
-        self.assertEqual([r.get("text") for r in results], ["'hello'"], events)
+        # A string result's text without its quotes, as E2B's server gives it.
+        self.assertEqual([r.get("text") for r in results], ["hello"], events)
 
 
 class Refusals(unittest.TestCase):
