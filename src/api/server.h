@@ -26,6 +26,8 @@
 
 namespace airlock::api {
 
+class ServerState;  // api/server_state.h
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // an IP address (v4 or v6) or "localhost"
   uint16_t port = 8000;            // 0: any free port
@@ -85,10 +87,8 @@ class Server {
   // that cannot be bound.
   Status Run();
 
-  struct Impl;
-
  private:
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ServerState> state_;
 };
 
 }  // namespace airlock::api
