@@ -256,14 +256,15 @@ bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, Execute
     return false;
   }
   json doc;
-  try {
-    doc = json::parse(body);
-  } catch (const json::exception& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, ..." -> "parse error at line 1, ..."
-    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    *error = Unprocessable("", "request body is not valid JSON: " + what);
-    return false;
+  std::string detail;
+  switch (internal::ParseClientJson(body, &doc, &detail)) {
+    case internal::ClientJson::kOk: break;
+    case internal::ClientJson::kSyntax:
+      *error = Unprocessable("", "request body is not valid JSON: " + detail);
+      return false;
+    case internal::ClientJson::kDuplicateKey:
+      *error = internal::DuplicateKeyError(detail);
+      return false;
   }
   if (!doc.is_object()) {
     *error = Unprocessable("", "request body must be a JSON object such as {\"code\": \"print(1)\"}, got " +

@@ -60,8 +60,14 @@ bool ParseApprovalDecision(std::string_view body, size_t max_depth, ApprovalDeci
     return false;
   };
   if (internal::JsonDepth(body) > max_depth) return bad("", "the body nests deeper than " + std::to_string(max_depth));
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  json doc;
+  std::string detail;
+  internal::ClientJson parsed = internal::ParseClientJson(body, &doc, &detail);
+  if (parsed == internal::ClientJson::kDuplicateKey) {
+    *error = internal::DuplicateKeyError(detail);
+    return false;
+  }
+  if (parsed != internal::ClientJson::kOk || !doc.is_object()) {
     *error = ApiError{ErrorKind::kBadRequest, "the body is not a JSON object: send {\"decision\": \"approve\"|\"deny\"}", ""};
     return false;
   }
