@@ -1,8 +1,11 @@
 // api::Connection: one client connection of any door (the API, the E2B
-// ports), one request at a time: it reads the header, screens it (the
-// browser gate, auth), reads the body, dispatches to the routes, and writes
-// the answer (a whole one, or a stream of events), then waits for the next
-// request (keep-alive) or closes.
+// ports), one request at a time. It is the transport: it reads a header
+// under its timeout, runs the pipeline's phases on it (api/pipeline.h), reads
+// the body the route's policy allows, hands the request to its handler as an
+// Exchange (api/exchange.h), writes the answer (whole, a file piece by piece,
+// or a stream of events), then waits for the next request (keep-alive) or
+// closes. It counts against the connection budget (api/admission.h) while it
+// waits.
 //
 //   std::make_shared<Connection>(state, std::move(socket), Door::kApi)->Begin();
 //
@@ -11,125 +14,79 @@
 
 #include "api/net.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
+#include "api/admission.h"
 #include "api/event_stream.h"
-#include "api/run_driver.h"
-#include "api/server_state.h"
-#include "base/clock.h"
-#include "model/execute.h"
-#include "model/stream_events.h"
+#include "api/exchange.h"
+#include "api/pipeline.h"
+#include "api/route.h"
 
 namespace airlock::api {
 
-class Connection : public std::enable_shared_from_this<Connection> {
- public:
-  Connection(ServerState& s, tcp::socket socket, Door door = Door::kApi);
-  ~Connection();
-  void Begin() { ReadHeader(s_.opt.header_timeout_s); }
+class ServerState;
 
+class Connection : public std::enable_shared_from_this<Connection>, public ConnectionBudget::Member {
+ public:
+  Connection(ServerState& s, tcp::socket socket, Door door);
+  ~Connection() override;
+
+  void Begin();
   // Drain: a connection waiting for its next request is closed now.
   void CloseIfIdle();
-  // Admission granted a run slot.
-  void StartRun();
-  // Admission put the request in the queue.
-  void EnterQueue();
-  // Draining: a queued request will not run.
-  void RejectQueued();
-  void FinishError(const model::ApiError& error, const std::vector<model::Violation>& violations);
+  // The connection budget needs the room (this connection waits).
+  void Evict() override;
+
+  // For the exchange whose request this connection is handling (`ex` must
+  // be it; else nothing happens).
+  bool Current(const Exchange* ex) const;
+  void Write(const Exchange* ex, Reply reply);
+  void WatchDisconnect(const Exchange* ex);
+  void ReadBodyInto(const Exchange* ex, std::shared_ptr<BodySink> sink, std::function<void(Status)> done);
+  std::shared_ptr<EventStream> MakeEvents(const Exchange* ex, const EventStream::Options& options);
+  // The streamed answer's header went or goes (BeginEvents); its end was written (`ok`) or failed.
+  bool keep_alive() const { return keep_alive_; }
+  void EventsEnded(const Exchange* ex, bool ok);
+  void Close();
 
  private:
-  enum class State { kReading, kHandling, kQueued, kRunning, kWriting, kClosed };
+  enum class State { kHeader, kBody, kHandling, kWriting, kClosed };
 
-  struct Request {
-    std::string id;
-    std::string route;  // for metrics: a fixed set of names
-    bool execute = false;
-    bool compat = false;
-    bool session_route = false;  // /v1/sessions and below (api/session_routes.h)
-    bool approval_route = false;  // /v1/approvals and below (api/approvals.h)
-    bool console = false;         // /, /console and its assets (api/console_routes.h)
-    // The token's roles (every role without tokens), and a held request's wait.
-    bool may_run = true;
-    bool may_approve = true;
-    std::optional<double> wait_s;
-    bool e2b = false;            // on an E2B port (api/e2b_routes.h)
-    std::string session_id;      // a session call's, for cancelling it
-    bool keep_alive = true;
-    Clock::time_point start;
-    model::AuditRecord audit;
-    std::unique_ptr<service::Plan> plan;
-    std::shared_ptr<RunDriver> driver;
-    bool client_gone = false;
-    std::string origin;  // the Origin header ("" when absent)
-    // A streamed response (Accept on /v1/execute): its format, and the writer
-    // once the run is admitted (it begins when the run is launched).
-    model::StreamFormat stream = model::StreamFormat::kNone;
-    std::shared_ptr<EventStream> events;
-  };
   void ReadHeader(double timeout_s);
   void OnHeader(const error_code& ec);
-  void ReadBody();
-  void OnReadError(const error_code& ec);
-  void OnRead(const error_code& ec);
-  // The per-request context; the route is known when the header is.
-  void BeginRequest();
-  bool ScreenHeaders();
-  void Handle();
-  void HandleSessionRoute();
-  // Metrics and the audit record of a session-call reply (the session routes'
-  // and E2B's): its refusal, and the call that ran or was refused. False when
-  // the reply carries no call.
-  template <class Reply>
-  bool AccountCall(const Reply& reply);
-  void DriveSessionCall(std::unique_ptr<session::PendingCall> pending);
-  void OnSessionReply(RouteReply reply);
-  void HandleMcp();
-  void HandleE2b();
-  void OnE2bReply(E2bReply reply);
-  void HandleExecute();
-  void OnPrepared(service::Prepared p);
-  void HoldForApproval(service::Prepared p);
-  void OnRunDone(RunOutcome o);
-  void OnClientGone();
-  void WatchDisconnect();
-  void PrepareStream();
-  // A stream's writer on this connection (PrepareStream and session calls).
-  void MakeEventStream();
-  void BeginStream();
-  // `end_json`: the final object (the non-streaming response).
-  void EndStream(const model::ExecuteResponse& resp, const std::string& end_json);
-  // The same with given final events and last line (E2B's shapes).
-  void EndStreamWith(const std::vector<model::StreamEvent>& final_events, const std::string& end_type,
-                     const std::string& end_line);
-  // A run that ended (one-shot or a session's call): counted, and its outcome
-  // put in the audit record.
-  void RecordRun(const model::RunReport& run);
-  void Audit(const std::string& verdict, int status);
-  void Send(int status, std::string body, const char* content_type,
-            const std::vector<std::pair<std::string, std::string>>& headers);
-  void SendJson(int status, std::string body) { Send(status, std::move(body), "application/json", {}); }
-
-  void OnWritten(const error_code& ec);
+  RequestHead Head() const;
+  void RefuseEarly(const Refusal& r);
+  void ReadJsonBody(uint64_t cap, bool drop);
+  void Dispatch();
+  void SendContinue(std::function<void()> then);
+  void OnReadError(const error_code& ec, uint64_t cap);
+  void WriteFilePiece(std::shared_ptr<Reply::File> file, int64_t sent);
+  void ReadUploadPiece(std::shared_ptr<BodySink> sink, std::function<void(Status)> done);
+  void Finish(bool ok);
   void Discard(size_t total);
-  void Close();
 
   ServerState& s_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  std::unique_ptr<char[]> discard_;
-  std::string remote_;
-  std::string path_;
-  State state_ = State::kReading;
-  Door door_ = Door::kApi;
-  Request req_;
+  const Door door_;
+  std::string remote_, address_;
+  State state_ = State::kHeader;
+  bool keep_alive_ = true;
+  // The header is read with no body type; the body phase moves the parser to
+  // the one the route's policy needs.
+  std::optional<http::request_parser<http::empty_body>> head_;
+  std::optional<http::request_parser<http::string_body>> json_;
+  std::optional<http::request_parser<http::buffer_body>> upload_;
+  std::shared_ptr<Exchange> ex_;
+  RouteMatch match_;
   uint64_t watch_gen_ = 0;
-  uint64_t body_limit_ = 0;  // this request's cap on its body (OnHeader)
+  // One buffer for what passes through in pieces: a file sent, an upload
+  // read, a refused body discarded.
+  std::unique_ptr<char[]> piece_;
+  std::shared_ptr<void> write_hold_;  // what a write in flight needs alive (a response, its serializer)
 };
 
 }  // namespace airlock::api

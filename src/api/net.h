@@ -1,5 +1,5 @@
 // Boost.Asio and Beast as the HTTP service's files use them (src/api only:
-// HTTP stays in this folder), and the listener a connection came in on.
+// HTTP stays in this folder).
 #pragma once
 
 // Boost 1.74's asio headers need <utility> first under g++ 12 -std=c++20
@@ -21,9 +21,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 using boost::system::error_code;
-
-// Which listener a connection came in on: the API, or one of the E2B ports.
-enum class Door { kApi, kE2bInterpreter, kE2bEnvd };
 
 inline std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));

@@ -52,7 +52,7 @@ void RunDriver::OnLaunched(StatusOr<std::unique_ptr<exec::Execution>> ex) {
   if (!ex.ok()) {
     Done done = std::move(done_);
     done(RunOutcome{ex.status(), {}});
-    s_.ReleaseSlot();  // nothing to tear down
+    s_.slots.Release();  // nothing to tear down
     return;
   }
   ex_ = std::move(*ex);
@@ -167,8 +167,38 @@ void RunDriver::Complete(RunOutcome o) {
   done(std::move(o));
   net::post(s_.reaper, [ex = std::move(ex), &s = s_]() mutable {
     ex.reset();
-    net::post(*s.io, [&s] { s.ReleaseSlot(); });
+    net::post(*s.io, [&s] { s.slots.Release(); });
   });
+}
+
+RunSlots::Result RunWhenSlotFree(ServerState& s, std::unique_ptr<service::Plan> plan,
+                                 std::function<void(const std::shared_ptr<RunDriver>&)> before_start,
+                                 RunDriver::Done done, uint64_t* ticket) {
+  auto shared_plan = std::make_shared<std::unique_ptr<service::Plan>>(std::move(plan));
+  auto shared_done = std::make_shared<RunDriver::Done>(std::move(done));
+  auto start = [&s, shared_plan, shared_done, before_start = std::move(before_start)](bool granted) {
+    if (!granted) {
+      RunOutcome o;
+      o.status = Unavailable("the server is shutting down; retry on another instance");
+      o.drained = true;
+      return (*shared_done)(std::move(o));
+    }
+    auto driver = std::make_shared<RunDriver>(s, std::move(*shared_plan), nullptr);
+    RunDriver* raw = driver.get();
+    driver->SetDone([&s, raw, shared_done](RunOutcome o) {
+      for (auto it = s.drivers.begin(); it != s.drivers.end(); ++it) {
+        if (it->get() == raw) {
+          s.drivers.erase(it);
+          break;
+        }
+      }
+      (*shared_done)(std::move(o));
+    });
+    s.drivers.insert(driver);
+    if (before_start) before_start(driver);
+    driver->Start();
+  };
+  return s.slots.Take(std::move(start), ticket);
 }
 
 }  // namespace airlock::api

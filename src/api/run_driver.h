@@ -8,6 +8,9 @@
 //   auto d = std::make_shared<RunDriver>(state, std::move(plan), [](RunOutcome o) { ... });
 //   d->OnStarted([] { /* a streamed response may begin */ });   // optional
 //   d->Start();                                                  // the caller holds a run slot
+//
+// RunWhenSlotFree() below takes the slot and makes the driver: what every
+// door's one-shot run goes through.
 //   d->Cancel("the client disconnected");                        // any time: kill_reason "cancelled"
 //
 // Every method is called on the event-loop thread.
@@ -28,6 +31,7 @@ namespace airlock::api {
 
 struct RunOutcome {
   Status status;  // not ok: the run could not be started
+  bool drained = false;  // it never got a slot: the server drains
   model::ExecuteResponse response;
 };
 
@@ -81,5 +85,15 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
   bool cancel_requested_ = false;
   std::string cancel_detail_;
 };
+
+// A one-shot run for any door: `plan` starts under a RunDriver once a run
+// slot is free (at once, or from the queue); `before_start` is called with
+// the driver just before it starts (to hook a stream, or keep it to cancel
+// it), `done` on the loop when the run ended (or with `drained` when it never
+// got a slot). kFull: no slot and no room in the queue, nothing kept (429).
+// `*ticket` is the queue's, for RunSlots::Cancel.
+RunSlots::Result RunWhenSlotFree(ServerState& s, std::unique_ptr<service::Plan> plan,
+                                 std::function<void(const std::shared_ptr<RunDriver>&)> before_start,
+                                 RunDriver::Done done, uint64_t* ticket);
 
 }  // namespace airlock::api

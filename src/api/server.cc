@@ -1,5 +1,6 @@
-// The server's wiring (api/server.h): its state, the listeners, admission to
-// run slots, the drain and the startup self-test.
+// The server's wiring (api/server.h): its state and the doors' tables, the
+// listeners and their accept loops, approved runs, the drain and the startup
+// self-test. What a request goes through is api/pipeline.h.
 #include "api/server.h"
 
 #include "api/net.h"
@@ -7,58 +8,94 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <future>
 #include <random>
 
 #include "api/call_driver.h"
 #include "api/connection.h"
+#include "api/doors.h"
+#include "api/e2b_routes.h"
+#include "api/mcp_routes.h"
 #include "api/run_driver.h"
 #include "api/server_state.h"
+#include "api/session_routes.h"
 #include "base/clock.h"
 #include "base/log.h"
 
 namespace airlock::api {
 
-const char* RejectReason(model::ErrorKind kind) {
-  switch (kind) {
-    case model::ErrorKind::kPolicy: return "policy";
-    case model::ErrorKind::kPayloadTooLarge: return "too_large";
-    case model::ErrorKind::kTooManyRequests: return "overloaded";
-    case model::ErrorKind::kUnauthorized: return "unauthorized";
-    case model::ErrorKind::kUnavailable: return "unavailable";
-    case model::ErrorKind::kMisdirected: return "host";
-    case model::ErrorKind::kForbidden: return "origin";
-    case model::ErrorKind::kUnsupportedMediaType: return "media_type";
-    default: return "invalid";
-  }
+namespace {
+
+AdmissionOptions BudgetsOf(const ServerOptions& o, bool per_owner) {
+  AdmissionOptions a;
+  a.body_buffer_bytes = o.max_body_buffer;
+  a.body_buffer_per_owner = o.max_body_buffer_per_owner;
+  a.uploads_per_owner = o.max_uploads_per_owner;
+  a.per_owner = per_owner;
+  return a;
 }
 
+}  // namespace
+
 ServerState::ServerState(ServerOptions o, const service::Service& s, Authenticator a, std::unique_ptr<AuditLog> al)
-    : opt(std::move(o)), svc(s), auth(std::move(a)), audit(std::move(al)) {
+    : opt(std::move(o)),
+      svc(s),
+      auth(std::move(a)),
+      audit(std::move(al)),
+      admission(BudgetsOf(opt, auth.enabled())),
+      connections(opt.max_connections, opt.max_connections_per_address),
+      slots(opt.max_concurrent, opt.max_queue) {
   io = std::make_unique<net::io_context>(1);
   acceptor = std::make_unique<tcp::acceptor>(*io);
   signals = std::make_unique<net::signal_set>(*io, SIGTERM, SIGINT);
   drain_timer = std::make_unique<net::steady_timer>(*io);
   hard_timer = std::make_unique<net::steady_timer>(*io);
+  accept_backoff = std::make_unique<net::steady_timer>(*io);
   std::random_device rd;
-  id_seed = (uint64_t{rd()} << 32) ^ rd();
-  session_mgr = std::make_unique<session::SessionManager>(svc, opt.sessions);
-  SessionRouteOptions ro;
-  ro.caps.max_depth = opt.max_json_depth;
-  ro.caps.max_code_bytes = opt.max_code_bytes;
-  ro.max_file_bytes = opt.max_file_bytes;
-  session_routes = std::make_unique<SessionRoutes>(*session_mgr, ro);
-  E2bRouteOptions eo;
-  eo.caps = ro.caps;
-  eo.profile = opt.e2b_profile;
-  eo.max_file_bytes = opt.max_file_bytes;
-  e2b_routes = std::make_unique<E2bRoutes>(*session_mgr, eo);
+  id_seed_ = (uint64_t{rd()} << 32) ^ rd();
+  session::SessionOptions so = opt.sessions;
+  if (!auth.enabled()) so.max_per_owner = 0;  // no tokens: no owners
+  session_mgr = std::make_unique<session::SessionManager>(svc, so);
   session_pool = std::make_unique<net::thread_pool>(std::max<size_t>(2, opt.session_threads));
-  mcp_routes = MakeMcpRoutes();
+  slots.on_change = [this] {
+    UpdateGauges();
+    MaybeStop();
+  };
+
+  api_routes = ApiRouteTable();
+  e2b_routes = E2bRouteTable();
+  // A row that leaves a phase's field unset is a bug the table test catches;
+  // a server built without it must not start with one.
+  for (const RouteTable* t : {&api_routes, &e2b_routes}) {
+    if (std::string problems = CheckTable(*t); !problems.empty()) {
+      log::Error("route table: " + problems);
+      std::abort();
+    }
+  }
+  body_caps.json = opt.max_body_bytes;
+  body_caps.upload = static_cast<uint64_t>(opt.max_file_bytes);
+  owners.session = [this](const std::string& id, const std::string& owner) {
+    return SessionRoutes::Owner(*session_mgr, id, owner);
+  };
+  owners.approval = [this](const std::string& id, const Identity& who) -> std::optional<model::ApiError> {
+    if (approvals->Visible(id, Caller{who.name, who.run, who.approve})) return std::nullopt;
+    return model::ApiError{model::ErrorKind::kNotFound,
+                           "no approval '" + id.substr(0, 64) + "' (GET /v1/approvals lists pending ones)", ""};
+  };
+  owners.mcp_session = [this](const std::string& id, const std::string& owner) { return mcp->Owner(id, owner); };
+  owners.context = [this](const std::string& id, const std::string& owner) { return e2b->Owner(id, owner); };
+
+  McpSessions::Options mo;
+  mo.version = AIRLOCK_SERVER_VERSION;
+  mo.max_sessions = opt.max_mcp_sessions;
+  mo.max_per_owner = opt.max_mcp_sessions_per_owner;
+  mo.per_owner = auth.enabled();
+  mcp = std::make_unique<McpSessions>(*this, mo);
+  e2b = std::make_unique<E2bContexts>(*this);
   ApprovalOptions ao;
   ao.max_pending = opt.max_pending_approvals;
   ao.max_depth = opt.max_json_depth;
@@ -69,75 +106,27 @@ ServerState::ServerState(ServerOptions o, const service::Service& s, Authenticat
       },
       [this](model::AuditRecord rec) { WriteAudit(rec); });
 }
-// /mcp and /v1/tools (api/mcp_routes.h); their calls block session_pool threads.
-std::unique_ptr<McpRoutes> ServerState::MakeMcpRoutes() {
-  McpRouteOptions mo;
-  mo.version = AIRLOCK_SERVER_VERSION;
-  mo.max_message_bytes = opt.max_body_bytes;
-  mo.max_depth = opt.max_json_depth;
-  mo.max_code_bytes = opt.max_code_bytes;
-  mo.max_file_bytes = opt.max_file_bytes;
-  mo.max_concurrent_runs = opt.max_concurrent;
-  mo.audit = [this](model::AuditRecord r) {
-    if (!audit || !audit->enabled()) return;
-    r.time = NowRfc3339();
-    audit->Write(r);
-  };
-  // The approvals book lives on the event loop; an MCP call blocks a
-  // session_pool thread, so the hold is posted there and waited for.
-  mo.hold = [this](service::Prepared p, const std::string& owner) -> StatusOr<mcp::McpOptions::Held> {
-    auto prepared = std::make_shared<service::Prepared>(std::move(p));
-    auto answer = std::make_shared<std::promise<StatusOr<mcp::McpOptions::Held>>>();
-    std::future<StatusOr<mcp::McpOptions::Held>> got = answer->get_future();
-    net::post(*io, [this, prepared, answer, owner] {
-      const profile::Profile* prof = svc.profiles().Find(prepared->profile_name);
-      if (!approvals || prof == nullptr || !prepared->plan) {
-        answer->set_value(Unavailable("the server is stopping"));
-        return;
-      }
-      const std::string request_id = prepared->plan->request_id;
-      StatusOr<std::string> id = approvals->Hold(std::move(*prepared), owner, prof->approval, request_id);
-      if (!id.ok()) {
-        answer->set_value(id.status());
-        return;
-      }
-      answer->set_value(mcp::McpOptions::Held{*id, approvals->PendingJson(*id)});
-    });
-    if (got.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-      return Unavailable("the server's event loop did not take the request (stopping?)");
-    }
-    return got.get();
-  };
-  return std::make_unique<McpRoutes>(
-      svc, *session_mgr, mo, [this](std::function<void()> fn) { net::post(launcher, std::move(fn)); },
-      [this](std::function<void()> fn) { net::post(reaper, std::move(fn)); });
-}
-
-// ---------------------------------------------------------------------------
-// ServerState
 
 ServerState::~ServerState() {
   destroying = true;
   // Abandon launches not started yet, wait for the ones under way, then tear
-  // down the loop: pending handlers (and the sessions and runs they hold) are
-  // destroyed with it, and a run destroyed unfinished is killed and reaped.
+  // down the loop: pending handlers (and the connections and runs they hold)
+  // are destroyed with it, and a run destroyed unfinished is killed and reaped.
   launcher.stop();
   launcher.join();
   workers.join();
   reaper.join();
-  // Connection calls under way are dropped, then their sessions end; then the
+  // Session calls under way are dropped, then their sessions end; then the
   // manager goes.
   std::vector<std::shared_ptr<SessionCallDriver>> calls(call_drivers.begin(), call_drivers.end());
   for (auto& d : calls) d->Abandon();
   call_drivers.clear();
   session_mgr->CloseAll();
   session_pool->join();
-  mcp_routes.reset();
-  session_routes.reset();
-  e2b_routes.reset();
+  mcp.reset();
+  e2b.reset();
   session_mgr.reset();
   approvals.reset();  // its timers belong to the loop
-  approved_queue.clear();
   error_code ignored;
   acceptor->close(ignored);
   for (auto& [a, door] : e2b_acceptors) a->close(ignored);
@@ -145,40 +134,64 @@ ServerState::~ServerState() {
   signals->cancel(ignored);
   drain_timer.reset();
   hard_timer.reset();
+  accept_backoff.reset();
   signals.reset();
   acceptor.reset();
-  queue.clear();
   drivers.clear();
   io.reset();
 }
 
-void ServerState::Accept() {
-  acceptor->async_accept([this](const error_code& ec, tcp::socket socket) {
-    if (ec) {
-      if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
-      log::Warn("accept failed: " + ec.message());
-    } else if (sessions.size() >= opt.max_connections) {
-      error_code ignored;
-      socket.close(ignored);  // over the connection limit
-    } else {
-      std::make_shared<Connection>(*this, std::move(socket))->Begin();
-    }
-    if (!draining) Accept();
-  });
+std::string ServerState::NewRequestId() {
+  // splitmix64 over a random seed: unique, unguessable enough for correlation.
+  uint64_t z = id_seed_ + 0x9e3779b97f4a7c15ULL * ++id_counter_;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  char buf[32];
+  snprintf(buf, sizeof buf, "req_%016llx", static_cast<unsigned long long>(z));
+  return buf;
 }
 
-void ServerState::AcceptE2b(tcp::acceptor& a, Door door) {
+void ServerState::WriteAudit(const model::AuditRecord& a) {
+  recent.Add(a);
+  if (!audit || !audit->enabled()) return;
+  audit->Write(a);
+  metrics.SetAuditDropped(audit->dropped());
+}
+
+void ServerState::UpdateGauges() {
+  metrics.SetInFlight(static_cast<int64_t>(slots.running()));
+  metrics.SetQueueDepth(static_cast<int64_t>(slots.queued()));
+}
+
+// Phase 1's budget: a new connection may push out the oldest one waiting (of
+// its address first); when every connection is busy it is refused. A full fd
+// table pauses accepting a moment rather than spinning on EMFILE.
+void ServerState::Accept(tcp::acceptor& a, Door door) {
   a.async_accept([this, &a, door](const error_code& ec, tcp::socket socket) {
     if (ec) {
       if (ec == net::error::operation_aborted || !a.is_open()) return;
-      log::Warn("accept failed (E2B listener): " + ec.message());
-    } else if (sessions.size() >= opt.max_connections) {
-      error_code ignored;
-      socket.close(ignored);
+      if (ec == net::error::no_descriptors || ec.value() == ENFILE) {
+        log::Warn("accept: " + ec.message() + "; accepting again in 100 ms");
+        accept_backoff->expires_after(std::chrono::milliseconds(100));
+        accept_backoff->async_wait([this, &a, door](const error_code& e) {
+          if (!e && !draining) Accept(a, door);
+        });
+        return;
+      }
+      log::Warn("accept failed: " + ec.message());
     } else {
-      std::make_shared<Connection>(*this, std::move(socket), door)->Begin();
+      error_code addr_ec;
+      auto ep = socket.remote_endpoint(addr_ec);
+      const std::string address = addr_ec ? std::string() : ep.address().to_string();
+      if (!connections.Accept(address)) {
+        error_code ignored;
+        socket.close(ignored);  // every connection is busy: over the cap
+      } else {
+        std::make_shared<Connection>(*this, std::move(socket), door)->Begin();
+      }
     }
-    if (!draining) AcceptE2b(a, door);
+    if (!draining) Accept(a, door);
   });
 }
 
@@ -224,50 +237,49 @@ Status ServerState::ListenE2b() {
   return Status::Ok();
 }
 
-void ServerState::Admit(const std::shared_ptr<Connection>& s) {
-  if (running < opt.max_concurrent) {
-    ++running;
-    UpdateGauges();
-    s->StartRun();
-  } else if (queue.size() < opt.max_queue) {
-    queue.push_back(s);
-    UpdateGauges();
-    s->EnterQueue();
-  } else {
-    s->FinishError({model::ErrorKind::kTooManyRequests,
-                    "the server is busy: " + std::to_string(running) + " runs executing and " +
-                        std::to_string(queue.size()) + " queued; retry after 1 s",
-                    ""},
-                   {});
-  }
+// An approved run: launched like any other (a run slot, ahead of the queue:
+// a person is waiting; the same driver), on behalf of no connection; its
+// result goes to the approval.
+void ServerState::StartApproved(std::unique_ptr<service::Plan> plan, Approvals::RunDone done) {
+  auto shared_plan = std::make_shared<std::unique_ptr<service::Plan>>(std::move(plan));
+  auto shared_done = std::make_shared<Approvals::RunDone>(std::move(done));
+  uint64_t ticket = 0;
+  slots.Take(
+      [this, shared_plan, shared_done](bool granted) {
+        if (!granted) return (*shared_done)(Unavailable("the server is shutting down"), {});
+        auto driver = std::make_shared<RunDriver>(*this, std::move(*shared_plan), nullptr);
+        RunDriver* raw = driver.get();
+        driver->SetDone([this, raw, shared_done](RunOutcome o) {
+          for (auto it = drivers.begin(); it != drivers.end(); ++it) {
+            if (it->get() == raw) {
+              drivers.erase(it);
+              break;
+            }
+          }
+          metrics.CountExecution(o.status.ok() ? Outcome(o.response.run) : "failed",
+                                 o.response.run.duration_ms / 1000.0);
+          (*shared_done)(o.status, std::move(o.response));
+        });
+        drivers.insert(driver);
+        driver->Start();
+      },
+      &ticket, RunSlots::Priority::kApproved);
 }
 
-void ServerState::Dequeue(Connection* s) {
-  for (auto it = queue.begin(); it != queue.end(); ++it) {
-    if (it->get() == s) {
-      queue.erase(it);
-      break;
-    }
+std::optional<model::ApiError> ServerState::Hold(service::Prepared p, const std::string& owner,
+                                                 const std::string& request_id, std::string* id) {
+  if (auth.enabled() && approvals->PendingOf(owner) >= opt.max_pending_approvals_per_owner) {
+    return QuotaError("pending_approvals_per_owner", "--max-pending-approvals-per-owner",
+                      "token '" + owner + "' has " + std::to_string(approvals->PendingOf(owner)) +
+                          " requests waiting for approval, the most it may; wait for a decision or retry later",
+                      5);
   }
-  UpdateGauges();
-}
-
-void ServerState::ReleaseSlot() {
-  if (running > 0) --running;
-  while (running < opt.max_concurrent && !approved_queue.empty() && !draining) {
-    auto start = std::move(approved_queue.front());
-    approved_queue.pop_front();
-    ++running;
-    start(true);
-  }
-  while (running < opt.max_concurrent && !queue.empty() && !draining) {
-    std::shared_ptr<Connection> next = std::move(queue.front());
-    queue.pop_front();
-    ++running;
-    next->StartRun();
-  }
-  UpdateGauges();
-  MaybeStop();
+  const profile::Profile* prof = svc.profiles().Find(p.profile_name);
+  if (prof == nullptr || !p.plan) return model::ApiError{model::ErrorKind::kInternal, "no plan to hold", ""};
+  StatusOr<std::string> held = approvals->Hold(std::move(p), owner, prof->approval, request_id);
+  if (!held.ok()) return model::ApiError{model::ErrorKind::kTooManyRequests, held.status().message(), ""};
+  *id = *held;
+  return std::nullopt;
 }
 
 void ServerState::BeginDrain() {
@@ -276,23 +288,18 @@ void ServerState::BeginDrain() {
   metrics.SetReady(false);
   char grace[32];
   snprintf(grace, sizeof grace, "%g", opt.drain_grace_s);
-  log::Info("draining: no new connections; " + std::to_string(running) + " run(s) executing, " +
-            std::to_string(queue.size()) + " queued; grace period " + grace + " s");
+  log::Info("draining: no new connections; " + std::to_string(slots.running()) + " run(s) executing, " +
+            std::to_string(slots.queued()) + " queued; grace period " + grace + " s");
   error_code ignored;
   acceptor->close(ignored);
   for (auto& [a, door] : e2b_acceptors) a->close(ignored);
-  std::deque<std::shared_ptr<Connection>> queued;
-  queued.swap(queue);
-  UpdateGauges();
-  for (auto& s : queued) s->RejectQueued();
-  // Approved runs not started yet will not start; clients waiting on a
-  // decision are answered (202: still pending) so the drain can end.
-  std::deque<std::function<void(bool)>> approved;
-  approved.swap(approved_queue);
-  for (auto& start : approved) start(false);  // fails the run: no slot, draining
+  // Queued requests and approved runs not started yet will not start;
+  // clients waiting on a decision are answered (202: still pending) so the
+  // drain can end.
+  slots.Drain();
   approvals->ReleaseWaiters();
-  std::vector<Connection*> idle(sessions.begin(), sessions.end());
-  for (Connection* s : idle) s->CloseIfIdle();
+  std::vector<Connection*> idle(open.begin(), open.end());
+  for (Connection* c : idle) c->CloseIfIdle();
   drain_timer->expires_after(Ms(opt.drain_grace_s));
   drain_timer->async_wait([this](const error_code& ec) {
     if (ec) return;
@@ -309,46 +316,8 @@ void ServerState::BeginDrain() {
   MaybeStop();
 }
 
-// An approved run: launched like any other (a run slot, the same driver), on
-// behalf of no connection; its result goes to the approval.
-void ServerState::StartApproved(std::unique_ptr<service::Plan> plan, Approvals::RunDone done) {
-  auto shared_plan = std::make_shared<std::unique_ptr<service::Plan>>(std::move(plan));
-  auto shared_done = std::make_shared<Approvals::RunDone>(std::move(done));
-  // `have_slot`: the caller counted the run in `running` already.
-  auto start = [this, shared_plan, shared_done](bool have_slot) {
-    if (draining || !have_slot) {
-      if (have_slot && running > 0) --running;
-      UpdateGauges();
-      (*shared_done)(Unavailable("the server is shutting down"), {});
-      MaybeStop();
-      return;
-    }
-    auto driver = std::make_shared<RunDriver>(*this, std::move(*shared_plan), nullptr);
-    RunDriver* raw = driver.get();
-    driver->SetDone([this, raw, shared_done](RunOutcome o) {
-      for (auto it = drivers.begin(); it != drivers.end(); ++it) {
-        if (it->get() == raw) {
-          drivers.erase(it);
-          break;
-        }
-      }
-      metrics.CountExecution(o.status.ok() ? Outcome(o.response.run) : "failed", o.response.run.duration_ms / 1000.0);
-      (*shared_done)(o.status, std::move(o.response));
-    });
-    drivers.insert(driver);
-    driver->Start();
-  };
-  if (!draining && running < opt.max_concurrent) {
-    ++running;
-    UpdateGauges();
-    return start(true);
-  }
-  if (draining) return start(false);
-  approved_queue.push_back(std::move(start));
-}
-
 void ServerState::MaybeStop() {
-  if (draining && running == 0 && sessions.empty()) io->stop();
+  if (draining && slots.running() == 0 && open.empty()) io->stop();
 }
 
 void ServerState::SelfTest() {
@@ -405,6 +374,13 @@ Server::~Server() = default;
 
 Status Server::Run() {
   ServerState& s = *state_;
+  // Every connection is an fd: the soft limit (often 1024) would refuse
+  // accepting before the connection cap does. Raised to the hard limit.
+  struct rlimit nofile;
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   const std::string host = s.opt.host == "localhost" ? "127.0.0.1" : s.opt.host;
   error_code ec;
   net::ip::address address = net::ip::make_address(host, ec);
@@ -484,8 +460,8 @@ Status Server::Run() {
     });
   });
   s.SelfTest();
-  s.Accept();
-  for (auto& [a, door] : s.e2b_acceptors) s.AcceptE2b(*a, door);
+  s.Accept(*s.acceptor, Door::kApi);
+  for (auto& [a, door] : s.e2b_acceptors) s.Accept(*a, door);
   s.io->run();
   // Sessions outlive the drain of one-shot runs (their calls are answered
   // until the loop stops); now they end, every process and cgroup with them.

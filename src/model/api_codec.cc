@@ -421,6 +421,7 @@ std::string RejectionToJson(const std::vector<Violation>& violations, bool compa
 std::string ErrorToJson(const ApiError& e, const std::string& request_id) {
   json j = {{"error", e.message}};
   if (!e.code.empty()) j["code"] = e.code;
+  if (!e.quota.empty()) j["quota"] = e.quota;
   if (!e.field.empty()) {
     j["field"] = e.field;
     if (e.kind == ErrorKind::kUnprocessable) {
@@ -556,6 +557,7 @@ std::string AuditRecordToJson(const AuditRecord& a) {
       {"usage", {{"cpu_ms", a.cpu_ms}, {"max_rss_kb", a.max_rss_kb}}},
   };
   if (!a.error.empty()) j["error"] = a.error;
+  if (!a.method.empty()) j["method"] = a.method;
   if (!a.approval_id.empty()) j["approval_id"] = a.approval_id;
   if (!a.requested_by.empty()) j["requested_by"] = a.requested_by;
   if (!a.reason.empty()) j["reason"] = a.reason;

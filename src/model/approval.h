@@ -31,9 +31,11 @@ struct ApprovalView {
 };
 
 // {"approval_id","status","code_sha256","findings","expires_at",...}; `code`
-// and the result only when asked (a list shows the code, a 202 does not echo it).
+// and the result only when asked (GET of one approval; a list and a 202 do not
+// carry the code).
 std::string ApprovalToJson(const ApprovalView& a, bool with_code, bool with_result);
-// {"approvals":[...]} with code.
+// {"approvals":[...]}, each without its code (fetched by id: a list of held
+// requests of a megabyte each must not be one answer of tens of megabytes).
 std::string ApprovalListToJson(const std::vector<ApprovalView>& list);
 
 struct ApprovalDecision {

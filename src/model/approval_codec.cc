@@ -50,7 +50,7 @@ std::string ApprovalToJson(const ApprovalView& a, bool with_code, bool with_resu
 
 std::string ApprovalListToJson(const std::vector<ApprovalView>& list) {
   json arr = json::array();
-  for (const ApprovalView& a : list) arr.push_back(ApprovalObject(a, true, false));
+  for (const ApprovalView& a : list) arr.push_back(ApprovalObject(a, false, false));
   return Dump(json{{"approvals", std::move(arr)}});
 }
 

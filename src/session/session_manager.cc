@@ -171,6 +171,20 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
       out.error.retry_after_s = 5;
       return out;
     }
+    if (opt_.max_per_owner > 0) {
+      size_t mine = reserved_by_owner_.count(owner) ? reserved_by_owner_[owner] : 0;
+      if (mine >= opt_.max_per_owner) {
+        // One token must not take every session of the server (issue 21).
+        out.error = {model::ErrorKind::kTooManyRequests,
+                     "quota sessions_per_owner (--max-sessions-per-owner): token '" + owner + "' has " +
+                         std::to_string(mine) + " live sessions, the most it may; delete one or retry later",
+                     ""};
+        out.error.code = "quota_exceeded";
+        out.error.quota = "sessions_per_owner";
+        out.error.retry_after_s = 5;
+        return out;
+      }
+    }
     if (reserved_memory_ + limits.memory_bytes > opt_.max_memory_bytes) {
       out.error = {model::ErrorKind::kTooManyRequests,
                    "the live sessions' memory would pass this server's cap of " +
@@ -180,6 +194,7 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
       return out;
     }
     ++reserved_count_;
+    ++reserved_by_owner_[owner];
     reserved_memory_ += limits.memory_bytes;
   }
   isolation::Spec spec;
@@ -187,6 +202,7 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
   if (!live) {
     std::lock_guard<std::mutex> lock(mu_);
     --reserved_count_;
+    Unreserve(owner);
     reserved_memory_ -= limits.memory_bytes;
     return out;
   }
@@ -456,11 +472,18 @@ void SessionManager::End(const std::shared_ptr<Entry>& e, const std::string& rea
     e->dead_at = Clock::now();
     live = std::move(e->live);
     --reserved_count_;
+    Unreserve(e->owner);
     reserved_memory_ -= e->memory_bytes;
     ++ended_[reason];
   }
   if (live) live->Kill(detail);
   // The last reference (here, or a call's still returning) removes the cgroup.
+}
+
+void SessionManager::Unreserve(const std::string& owner) {
+  auto it = reserved_by_owner_.find(owner);
+  if (it == reserved_by_owner_.end()) return;
+  if (--it->second == 0) reserved_by_owner_.erase(it);
 }
 
 void SessionManager::ExpiryLoop() {

@@ -45,6 +45,7 @@ namespace airlock::session {
 
 struct SessionOptions {
   size_t max_sessions = 32;                   // live sessions at once (server-wide); beyond: 429
+  size_t max_per_owner = 0;                   // of them, one owner's (0: no such quota); beyond: 429
   int64_t max_memory_bytes = int64_t{8} << 30;  // sum of live sessions' memory limits; beyond: 429
   double idle_timeout_s = 600;                // default; a request may ask for up to max_idle_timeout_s
   double max_idle_timeout_s = 3600;
@@ -141,6 +142,7 @@ class SessionManager {
   friend class PendingCall;
   struct Entry;
   void ReleaseBusy(Entry& e);
+  void Unreserve(const std::string& owner);  // mu_ held
   std::shared_ptr<Entry> Find(const std::string& id, const std::string& owner, model::ApiError* error,
                               bool want_live);
   model::SessionView View(const Entry& e) const;
@@ -158,6 +160,7 @@ class SessionManager {
   std::map<std::string, std::shared_ptr<Entry>> sessions_;
   int64_t reserved_memory_ = 0;
   size_t reserved_count_ = 0;  // live and being created
+  std::map<std::string, size_t> reserved_by_owner_;
   uint64_t created_ = 0;
   std::map<std::string, uint64_t> ended_;
   bool stop_ = false;
