@@ -29,7 +29,7 @@ namespace airlock::api {
 
 class ServerState;
 
-class Connection : public std::enable_shared_from_this<Connection>, public ConnectionBudget::Member {
+class Connection : public std::enable_shared_from_this<Connection>, public ConnectionBudget::Member, public Transport {
  public:
   Connection(ServerState& s, tcp::socket socket, Door door);
   ~Connection() override;
@@ -40,17 +40,17 @@ class Connection : public std::enable_shared_from_this<Connection>, public Conne
   // The connection budget needs the room (this connection waits).
   void Evict() override;
 
-  // For the exchange whose request this connection is handling (`ex` must
-  // be it; else nothing happens).
-  bool Current(const Exchange* ex) const;
-  void Write(const Exchange* ex, Reply reply);
-  void WatchDisconnect(const Exchange* ex);
-  void ReadBodyInto(const Exchange* ex, std::shared_ptr<BodySink> sink, std::function<void(Status)> done);
-  std::shared_ptr<EventStream> MakeEvents(const Exchange* ex, const EventStream::Options& options);
-  // The streamed answer's header went or goes (BeginEvents); its end was written (`ok`) or failed.
-  bool keep_alive() const { return keep_alive_; }
-  void EventsEnded(const Exchange* ex, bool ok);
-  void Close();
+  // The Transport of the exchange whose request this connection is
+  // handling (`ex` must be it; else nothing happens).
+  bool Current(const Exchange* ex) const override;
+  void Write(const Exchange* ex, Reply reply) override;
+  void WatchDisconnect(const Exchange* ex) override;
+  void ReadBodyInto(const Exchange* ex, std::shared_ptr<BodySink> sink, std::function<void(Status)> done) override;
+  std::shared_ptr<EventStream> MakeEvents(const Exchange* ex, const EventStream::Options& options) override;
+  // A streamed answer's end was written (`ok`) or failed.
+  void EventsEnded(const Exchange* ex, bool ok) override;
+  bool keep_alive() const override { return keep_alive_; }
+  void Close() override;
 
  private:
   enum class State { kHeader, kBody, kHandling, kWriting, kClosed };

@@ -4,21 +4,6 @@
 
 namespace airlock::api {
 
-// img-src data: the figures a run returns are shown as data: URLs of the
-// PNG bytes (never HTML). connect-src 'self': the page talks to this server
-// only. No 'unsafe-inline' anywhere.
-const char* ConsoleRoutes::kCsp =
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
-HeaderList ConsoleRoutes::Headers() {
-  return {{"Content-Security-Policy", kCsp},
-          {"X-Frame-Options", "DENY"},
-          {"Referrer-Policy", "no-referrer"},
-          {"Cross-Origin-Opener-Policy", "same-origin"},
-          {"Cross-Origin-Resource-Policy", "same-origin"}};
-}
-
 namespace {
 
 void Redirect(const std::shared_ptr<Exchange>& ex) {

@@ -26,11 +26,8 @@ std::string_view ConsoleFile(std::string_view name);
 
 class ConsoleRoutes {
  public:
-  // The Content-Security-Policy every console answer carries.
-  static const char* kCsp;
-  // The headers of every console answer (its CSP, framing and referrer rules).
-  static HeaderList Headers();
-  // The console's rows of the API door's table.
+  // The console's rows of the API door's table (their answers' headers are
+  // the respond phase's, ReplyPolicy::kConsole).
   static std::vector<Route> Table();
 };
 

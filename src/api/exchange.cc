@@ -1,13 +1,12 @@
 #include "api/exchange.h"
 
-#include "api/connection.h"
 #include "api/error_mapping.h"
 #include "api/pipeline.h"
 #include "api/server_state.h"
 
 namespace airlock::api {
 
-Exchange::Exchange(ServerState& state, std::shared_ptr<Connection> conn, Request request, std::string metrics_label)
+Exchange::Exchange(ServerState& state, std::shared_ptr<Transport> conn, Request request, std::string metrics_label)
     : s(state), rq(std::move(request)), label(std::move(metrics_label)), start(Clock::now()), conn_(std::move(conn)) {
   audit.request_id = rq.id;
   audit.route = rq.path.size() > 256 ? rq.path.substr(0, 256) : rq.path;

@@ -31,7 +31,7 @@
 
 namespace airlock::api {
 
-class Connection;
+class Exchange;
 class ServerState;
 
 // Where an upload's bytes go as they arrive (api/upload.h). Called on a
@@ -43,11 +43,27 @@ class BodySink {
   virtual Status Finish() = 0;                       // the body is complete
 };
 
+// What an exchange needs of the connection it came in on (api/connection.h
+// implements it): each call names the exchange, and does nothing unless the
+// connection is still handling that one.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual bool Current(const Exchange* ex) const = 0;
+  virtual void Write(const Exchange* ex, Reply reply) = 0;
+  virtual void WatchDisconnect(const Exchange* ex) = 0;
+  virtual void ReadBodyInto(const Exchange* ex, std::shared_ptr<BodySink> sink, std::function<void(Status)> done) = 0;
+  virtual std::shared_ptr<EventStream> MakeEvents(const Exchange* ex, const EventStream::Options& options) = 0;
+  virtual void EventsEnded(const Exchange* ex, bool ok) = 0;
+  virtual bool keep_alive() const = 0;
+  virtual void Close() = 0;
+};
+
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
   // The exchange holds its connection (the connection drops the exchange once
   // the answer is written, or it closed).
-  Exchange(ServerState& s, std::shared_ptr<Connection> conn, Request rq, std::string label);
+  Exchange(ServerState& s, std::shared_ptr<Transport> conn, Request rq, std::string label);
 
   ServerState& s;
   Request rq;
@@ -110,7 +126,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void PostToWorker(std::function<void()> fn);
   void PostToLoop(std::function<void()> fn);
 
-  std::shared_ptr<Connection> conn_;
+  std::shared_ptr<Transport> conn_;
   std::function<void()> on_gone_;
   std::shared_ptr<EventStream> events_;
   bool gone_ = false;

@@ -4,7 +4,6 @@
 #include <cctype>
 
 #include "api/audit_log.h"
-#include "api/console_routes.h"
 #include "api/error_mapping.h"
 #include "api/metrics.h"
 #include "model/e2b.h"
@@ -33,6 +32,14 @@ std::string Disposition(const std::string& name) {
   if (plain.empty()) plain = encoded = "download";
   return "attachment; filename=\"" + plain + "\"; filename*=UTF-8''" + encoded;
 }
+
+// The console's answers (ReplyPolicy::kConsole): scripts and styles from
+// this origin only, no inline code, no framing. img-src data: the figures a
+// run returns are shown as data: URLs of the PNG bytes (never HTML).
+// connect-src 'self': the page talks to this server only.
+constexpr const char* kConsoleCsp =
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 // A request's verdict in its audit record when its handler gave none.
 const char* VerdictOf(int status) {
@@ -212,7 +219,11 @@ HeaderList ReplyHeaders(const Route* route, const Reply& reply, const std::strin
     h.emplace_back("Cross-Origin-Resource-Policy", "same-origin");
   }
   if (policy == ReplyPolicy::kConsole) {
-    for (const auto& kv : ConsoleRoutes::Headers()) h.push_back(kv);
+    h.emplace_back("Content-Security-Policy", kConsoleCsp);
+    h.emplace_back("X-Frame-Options", "DENY");
+    h.emplace_back("Referrer-Policy", "no-referrer");
+    h.emplace_back("Cross-Origin-Opener-Policy", "same-origin");
+    h.emplace_back("Cross-Origin-Resource-Policy", "same-origin");
   }
   h.emplace_back("Content-Type", content_type);
   for (const auto& kv : reply.headers) h.push_back(kv);

@@ -26,7 +26,7 @@
 #include "api/request_gate.h"
 #include "api/route.h"
 #include "api/run_slots.h"
-#include "api/server.h"
+#include "api/options.h"
 #include "model/execute.h"
 #include "service/service.h"
 #include "session/session_manager.h"
