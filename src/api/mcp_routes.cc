@@ -54,36 +54,35 @@ struct McpHandlers {
       return ex->Respond(
           JsonRpcError(406, -32000, "Not Acceptable: this server answers application/json; list it in Accept"));
     }
-    model::McpCaps caps = Caps(ex->s);
-    model::McpMessage msg;
-    model::ParseMcpMessage(rq.body, caps, &msg);
-    if (msg.kind == model::McpMessage::kInvalid) {
-      // What the TS SDK's server answers too: 400 with the JSON-RPC error.
-      return ex->Respond(JsonRpcError(400, msg.error_code, msg.error_message, msg.id_json));
-    }
+    // The message is parsed once, by the MCP session's server (a new one for
+    // a message without Mcp-Session-Id: it is kept only if that message is an
+    // initialize within the quotas).
     std::string new_id;
     std::shared_ptr<mcp::McpServer> server;
-    if (msg.kind == model::McpMessage::kRequest && msg.method == "initialize") {
-      if (!rq.headers.mcp_session.empty()) {
-        return ex->Respond(JsonRpcError(400, model::kJsonRpcInvalidRequest,
-                                        "Bad Request: initialize opens a new MCP session; send it without "
-                                        "Mcp-Session-Id",
-                                        msg.id_json));
-      }
-      if (auto refused = m.Admit(rq.caller.name)) return ex->Refuse(*refused);
-      new_id = NewConversationId();
-      server = m.Open(new_id, rq.caller.name, caps, rq.client);
+    if (rq.headers.mcp_session.empty()) {
+      server = m.New(rq.caller.name, Caps(ex->s));
     } else {
-      if (rq.headers.mcp_session.empty()) {
-        return ex->Respond(
-            JsonRpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required (initialize first)"));
-      }
       auto it = m.sessions_.find(rq.headers.mcp_session);
       if (it == m.sessions_.end() || it->second.owner != rq.caller.name) return ex->Refuse(SessionNotFound());
       it->second.last_used = Clock::now();
       server = it->second.server;
     }
     mcp::McpServer::Step step = server->Begin(rq.body);
+    if (step.invalid) return ex->Respond(JsonReply(400, std::move(*step.answer)));  // as the TS SDK's server
+    if (step.method == "initialize" && !rq.headers.mcp_session.empty()) {
+      return ex->Respond(JsonRpcError(400, model::kJsonRpcInvalidRequest,
+                                      "Bad Request: initialize opens a new MCP session; send it without "
+                                      "Mcp-Session-Id"));
+    }
+    if (rq.headers.mcp_session.empty()) {
+      if (step.method != "initialize") {
+        return ex->Respond(
+            JsonRpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required (initialize first)"));
+      }
+      if (auto refused = m.Admit(rq.caller.name)) return ex->Refuse(*refused);
+      new_id = NewConversationId();
+      m.Keep(new_id, rq.caller.name, server);
+    }
     if (!step.tool) {
       Reply r;
       if (!new_id.empty()) r.headers.emplace_back("Mcp-Session-Id", new_id);
@@ -252,9 +251,7 @@ std::optional<model::ApiError> McpSessions::Admit(const std::string& owner) cons
   return std::nullopt;
 }
 
-std::shared_ptr<mcp::McpServer> McpSessions::Open(const std::string& id, const std::string& owner,
-                                                  const model::McpCaps& caps, const std::string& client) {
-  (void)client;
+std::shared_ptr<mcp::McpServer> McpSessions::New(const std::string& owner, const model::McpCaps& caps) {
   mcp::McpOptions o;
   o.version = opt_.version;
   o.caps = caps;
@@ -273,13 +270,15 @@ std::shared_ptr<mcp::McpServer> McpSessions::Open(const std::string& id, const s
   };
   // Request ids reach logs and the audit trail: never derived from the MCP session id.
   o.request_id_prefix = "mcp_" + NewConversationId().substr(4, 8) + "_";
+  return std::make_shared<mcp::McpServer>(s_.svc, s_.session_mgr.get(), std::move(o));
+}
+
+void McpSessions::Keep(const std::string& id, const std::string& owner, std::shared_ptr<mcp::McpServer> server) {
   Conversation c;
-  c.server = std::make_shared<mcp::McpServer>(s_.svc, s_.session_mgr.get(), std::move(o));
+  c.server = std::move(server);
   c.owner = owner;
   c.last_used = Clock::now();
-  auto server = c.server;
   sessions_[id] = std::move(c);
-  return server;
 }
 
 void McpSessions::Sweep() {

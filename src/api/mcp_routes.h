@@ -63,10 +63,11 @@ class McpSessions {
   };
   // Ends the MCP sessions unused for idle_s (their airlock sessions on a worker).
   void Sweep();
-  // initialize: the quotas (server-wide, then the token's), then a new MCP session.
+  // initialize: the quotas (server-wide, then the token's); a server for a
+  // new MCP session, and keeping it under its id.
   std::optional<model::ApiError> Admit(const std::string& owner) const;
-  std::shared_ptr<mcp::McpServer> Open(const std::string& id, const std::string& owner, const model::McpCaps& caps,
-                                       const std::string& client);
+  std::shared_ptr<mcp::McpServer> New(const std::string& owner, const model::McpCaps& caps);
+  void Keep(const std::string& id, const std::string& owner, std::shared_ptr<mcp::McpServer> server);
 
   ServerState& s_;
   Options opt_;

@@ -58,6 +58,7 @@ McpServer::Step McpServer::Begin(std::string_view message) {
   model::ParseMcpMessage(message, options_.caps, &m);
   switch (m.kind) {
     case model::McpMessage::kInvalid:
+      step.invalid = true;
       step.answer = model::McpErrorLine(m.id_json, m.error_code, m.error_message);
       return step;
     case model::McpMessage::kResponse:
@@ -68,6 +69,7 @@ McpServer::Step McpServer::Begin(std::string_view message) {
     case model::McpMessage::kRequest:
       break;
   }
+  step.method = m.method;
   if (m.method == "initialize") {
     const auto* begin = std::begin(kProtocolVersions);
     const auto* end = std::end(kProtocolVersions);

@@ -99,6 +99,8 @@ class McpServer {
   struct Step {
     std::optional<std::string> answer;  // the answer line (nullopt and no tool: nothing to answer)
     std::optional<ToolCall> tool;
+    bool invalid = false;  // not a JSON-RPC message we take (`answer` is its error)
+    std::string method;    // a request's method ("initialize", "tools/call", ...)
   };
   Step Begin(std::string_view message);
   // kOneShot, once Service::Prepare made `p` (on a thread of the transport's
