@@ -139,11 +139,11 @@ int main(int argc, char** argv) {
                         "File uploads of one token under way at once")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{10000}));
   serve_cmd->add_option("--max-body-buffer", serve.max_body_buffer,
-                        "Bytes of request bodies the server holds at once, server-wide (then 429)")
-      ->capture_default_str();
+                        "Bytes of request bodies the server holds at once, server-wide (then 429; default 64M, or "
+                        "4 x --max-body when that is more)");
   serve_cmd->add_option("--max-body-buffer-per-owner", serve.max_body_buffer_per_owner,
-                        "Bytes of request bodies one token may have held at once (then 429)")
-      ->capture_default_str();
+                        "Bytes of request bodies one token may have held at once (then 429; default 16M, or "
+                        "--max-body when that is more)");
   serve_cmd->add_flag("--e2b", serve.e2b,
                       "Also serve the E2B SDKs' debug-mode API on localhost:49999 (code interpreter) and :49983 (envd)");
   serve_cmd->add_option("--e2b-listen", serve.e2b_listen,

@@ -176,11 +176,15 @@ int ServeCommand(const ServeFlags& flags) {
   options.max_pending_approvals_per_owner =
       share(flags.max_pending_approvals_per_owner, flags.max_pending_approvals, 2);
   options.max_uploads_per_owner = static_cast<size_t>(flags.max_uploads_per_owner);
-  int64_t body_buffer = ParseSize(flags.max_body_buffer);
-  int64_t body_buffer_owner = ParseSize(flags.max_body_buffer_per_owner);
+  // Unset, the body budgets follow --max-body (one request always fits).
+  int64_t body_buffer = flags.max_body_buffer.empty() ? std::max<int64_t>(int64_t{64} << 20, 4 * max_body)
+                                                      : ParseSize(flags.max_body_buffer);
+  int64_t body_buffer_owner = flags.max_body_buffer_per_owner.empty()
+                                  ? std::max<int64_t>(int64_t{16} << 20, max_body)
+                                  : ParseSize(flags.max_body_buffer_per_owner);
   if (body_buffer < max_body || body_buffer_owner < max_body) {
-    std::cerr << "airlock: --max-body-buffer '" << flags.max_body_buffer << "' and --max-body-buffer-per-owner '"
-              << flags.max_body_buffer_per_owner << "' must be sizes of at least --max-body (" << max_body
+    std::cerr << "airlock: --max-body-buffer (" << body_buffer << " bytes) and --max-body-buffer-per-owner ("
+              << body_buffer_owner << " bytes) must be sizes of at least --max-body (" << max_body
               << " bytes): one request must fit\n";
     return 2;
   }
