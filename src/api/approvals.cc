@@ -156,13 +156,8 @@ RouteAnswer Approvals::List(size_t limit, const std::string& cursor, std::option
     pending.resize(limit);
     *next = std::to_string(pending.back()->seq);
   }
-  std::vector<model::ApprovalView> views;
-  for (const Entry* e : pending) {
-    model::ApprovalView v = e->view;  // a copy without the code: a list never carries it
-    v.code.clear();
-    v.result_json.clear();
-    views.push_back(std::move(v));
-  }
+  std::vector<const model::ApprovalView*> views;  // no copy: the code is never read for a list
+  for (const Entry* e : pending) views.push_back(&e->view);
   return {200, model::ApprovalListToJson(views)};
 }
 

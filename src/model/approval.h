@@ -36,7 +36,7 @@ struct ApprovalView {
 std::string ApprovalToJson(const ApprovalView& a, bool with_code, bool with_result);
 // {"approvals":[...]}, each without its code (fetched by id: a list of held
 // requests of a megabyte each must not be one answer of tens of megabytes).
-std::string ApprovalListToJson(const std::vector<ApprovalView>& list);
+std::string ApprovalListToJson(const std::vector<const ApprovalView*>& list);
 
 struct ApprovalDecision {
   bool approve = false;

@@ -48,9 +48,9 @@ std::string ApprovalToJson(const ApprovalView& a, bool with_code, bool with_resu
   return Dump(ApprovalObject(a, with_code, with_result));
 }
 
-std::string ApprovalListToJson(const std::vector<ApprovalView>& list) {
+std::string ApprovalListToJson(const std::vector<const ApprovalView*>& list) {
   json arr = json::array();
-  for (const ApprovalView& a : list) arr.push_back(ApprovalObject(a, false, false));
+  for (const ApprovalView* a : list) arr.push_back(ApprovalObject(*a, false, false));
   return Dump(json{{"approvals", std::move(arr)}});
 }
 
