@@ -30,8 +30,9 @@ namespace airlock::api {
 
 struct AdmissionOptions {
   // Bytes of request bodies held at once, server-wide and per owner: a JSON
-  // body counts its Content-Length (its cap when chunked) while it is read
-  // and parsed; an upload counts its one buffer (kUploadBuffer).
+  // body counts its Content-Length (its cap when chunked) until its request
+  // ends (read, parsed, its code analyzed and queued for a run slot, run); an
+  // upload counts its one buffer (kUploadBuffer).
   uint64_t body_buffer_bytes = uint64_t{64} << 20;          // --max-body-buffer
   uint64_t body_buffer_per_owner = uint64_t{16} << 20;      // --max-body-buffer-per-owner
   size_t uploads_per_owner = 4;                             // --max-uploads-per-owner

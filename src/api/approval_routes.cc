@@ -42,8 +42,8 @@ std::vector<Route> ApprovalRoutes::Table() {
       Row("GET", "/v1/approvals", Role::kApprove, OwnerRule::kNone, BodyPolicy::kNone, kLoop, kJson, kRequest, &List),
       Row("GET", "/v1/approvals/{id}", Role::kAny, OwnerRule::kApproval, BodyPolicy::kNone, kLoop, kJson, kRequest,
           &Get),
-      Row("POST", "/v1/approvals/{id}", Role::kApprove, OwnerRule::kNone, BodyPolicy::kJson, kLoop, kJson, kRequest,
-          &Decide),
+      SmallJson(Row("POST", "/v1/approvals/{id}", Role::kApprove, OwnerRule::kNone, BodyPolicy::kJson, kLoop, kJson,
+                    kRequest, &Decide)),
   };
 }
 

@@ -148,7 +148,7 @@ void StartSessionCall(ServerState& s, SessionCall call, SessionCallDriver::Forma
     driver->Start();
     if (gone && gone()) s.session_mgr->Cancel(id, "the client disconnected");
   };
-  if (call.request.code.size() <= kInlinePrepareBytes) return go(begin(call));
+  if (call.request.code.size() <= kInlineBytes) return go(begin(call));
   // A large call is analyzed off the loop, then fed from it. `go` (which may
   // hold an exchange) is moved to the loop's function: never released on the worker.
   net::post(*s.session_pool, [&s, begin, call = std::move(call), go = std::move(go)]() mutable {

@@ -229,8 +229,9 @@ void Connection::Dispatch() {
   } else {
     r.on_loop(ex);
   }
-  // The body's bytes are the handler's now (an upload's buffer is held until it ends).
-  if (r.body != BodyPolicy::kUpload) ex->ticket.Release();
+  // The ticket (the body's bytes, an upload's slot) is held until the request
+  // ends (Exchange::Account): what a request carries in (its code, parsed,
+  // analyzed, queued for a run slot) is held as long.
 }
 
 // ---------------------------------------------------------------------------

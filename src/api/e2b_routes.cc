@@ -141,6 +141,8 @@ void Call(const std::shared_ptr<Exchange>& ex, const std::string& id, std::strin
       });
 }
 
+void ExecuteParsed(const std::shared_ptr<Exchange>& ex, model::E2bExecuteRequest req);
+
 void Execute(const std::shared_ptr<Exchange>& ex) {
   ServerState& s = ex->s;
   ex->execution = true;
@@ -148,9 +150,26 @@ void Execute(const std::shared_ptr<Exchange>& ex) {
   if (s.draining) {
     return ex->Refuse({model::ErrorKind::kUnavailable, "the server is shutting down; retry on another instance", ""});
   }
-  model::E2bExecuteRequest req;
-  model::ApiError error;
-  if (!model::ParseE2bExecuteRequest(ex->rq.body, Caps(s), &req, &error)) return ex->Refuse(error);
+  struct Parsed {
+    model::E2bExecuteRequest req;
+    model::ApiError error;
+    bool ok = false;
+  };
+  ex->OnWorkerIf(
+      ex->rq.body.size() > kInlineBytes,
+      [caps = Caps(s), body = std::move(ex->rq.body)] {
+        Parsed p;
+        p.ok = model::ParseE2bExecuteRequest(body, caps, &p.req, &p.error);
+        return p;
+      },
+      [ex](Parsed p) {
+        if (!p.ok) return ex->Refuse(p.error);
+        ExecuteParsed(ex, std::move(p.req));
+      });
+}
+
+void ExecuteParsed(const std::shared_ptr<Exchange>& ex, model::E2bExecuteRequest req) {
+  ServerState& s = ex->s;
   if (req.language && *req.language != "python") return ex->Refuse(NotPython(*req.language));
   if (req.env_vars > 0) {
     return ex->Refuse({model::ErrorKind::kBadRequest,
@@ -369,7 +388,8 @@ std::vector<Route> E2bContexts::Table() {
   return {
       Row("GET", "/health", Role::kAny, O::kNone, B::kNone, RunsOn::kLoop, P::kJson, A::kNone, &Health),
       Row("POST", "/execute", kRun, O::kInBody, B::kJson, RunsOn::kDriver, P::kRun, A::kRun, &Execute),
-      Row("POST", "/contexts", kRun, O::kCaller, B::kJson, RunsOn::kDriver, P::kJson, A::kRequest, &NewContext),
+      SmallJson(Row("POST", "/contexts", kRun, O::kCaller, B::kJson, RunsOn::kDriver, P::kJson, A::kRequest,
+                    &NewContext)),
       Row("GET", "/contexts", kRun, O::kCaller, B::kNone, RunsOn::kLoop, P::kJson, A::kRequest, &ListContexts),
       Row("POST", "/contexts/{id}/restart", kRun, O::kContext, B::kNone, RunsOn::kWorker, P::kJson, A::kRequest,
           nullptr, &RestartContext),

@@ -71,7 +71,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   const Route* shape = nullptr;  // a route of the request's path: the shape of its refusals
   model::AuditRecord audit;   // its record: handlers fill a run's fields
   Clock::time_point start;
-  AdmissionTicket ticket;     // the body bytes and upload slot it holds (phase 6)
+  AdmissionTicket ticket;     // the body bytes and upload slot it holds (phase 6) until it ends
   bool compat = false;        // POST /execute: the sidecar's shapes
   bool execution = false;     // the record is an execution record (code ran or was refused)
 
@@ -112,6 +112,13 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   // (copy what it needs from `rq`).
   template <class Work, class Then>
   void OnWorker(Work work, Then then);
+  // The same when `large` (work linear in a body or code over kInlineBytes:
+  // a parse, an analysis), else right here on the loop.
+  template <class Work, class Then>
+  void OnWorkerIf(bool large, Work work, Then then) {
+    if (!large) return then(work());
+    OnWorker(std::move(work), std::move(then));
+  }
 
   // Phase 10, by the connection once the answer is written (or the client
   // gone): metrics and the audit record.
@@ -133,6 +140,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   bool answered_ = false;
   bool accounted_ = false;
 };
+
+// What is done on the loop for a body or code up to this size (parsing it,
+// analyzing it): constant time in practice. Larger, on a worker.
+inline constexpr size_t kInlineBytes = 64 * 1024;
 
 // Answers for handlers: a JSON body, and a refusal in the request's door's
 // shape (what Exchange::Refuse writes, for a kWorker handler's Reply).

@@ -56,8 +56,7 @@ struct McpHandlers {
     }
     // The message is parsed once, by the MCP session's server (a new one for
     // a message without Mcp-Session-Id: it is kept only if that message is an
-    // initialize within the quotas).
-    std::string new_id;
+    // initialize within the quotas), on a worker when it is large.
     std::shared_ptr<mcp::McpServer> server;
     if (rq.headers.mcp_session.empty()) {
       server = m.New(rq.caller.name, Caps(ex->s));
@@ -67,7 +66,17 @@ struct McpHandlers {
       it->second.last_used = Clock::now();
       server = it->second.server;
     }
-    mcp::McpServer::Step step = server->Begin(rq.body);
+    ex->OnWorkerIf(
+        rq.body.size() > kInlineBytes, [server, body = std::move(ex->rq.body)] { return server->Begin(body); },
+        [ex, server](mcp::McpServer::Step step) { Begun(ex, server, std::move(step)); });
+  }
+
+  // The message parsed (and answered, unless it is a tool call to run).
+  static void Begun(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<mcp::McpServer>& server,
+                    mcp::McpServer::Step step) {
+    McpSessions& m = *ex->s.mcp;
+    const Request& rq = ex->rq;
+    std::string new_id;
     if (step.invalid) return ex->Respond(JsonReply(400, std::move(*step.answer)));  // as the TS SDK's server
     if (step.method == "initialize" && !rq.headers.mcp_session.empty()) {
       return ex->Respond(JsonRpcError(400, model::kJsonRpcInvalidRequest,
@@ -171,9 +180,17 @@ struct McpHandlers {
           uint64_t ticket = 0;
           RunSlots::Result r = RunWhenSlotFree(
               ex->s, std::move(p.plan), [driver_of](const std::shared_ptr<RunDriver>& d) { *driver_of = d; },
-              [server, t, answer](RunOutcome o) {
-                answer(server->OneShotDone(*t, o.status.ok() ? StatusOr<model::ExecuteResponse>(std::move(o.response))
-                                                             : StatusOr<model::ExecuteResponse>(o.status)));
+              [ex, server, t, answer](RunOutcome o) {
+                // The tool's answer is made on a worker when it is large (figures, megabytes of output).
+                const bool large = o.status.ok() && AnswerBytes(o.response) > kInlineBytes;
+                ex->OnWorkerIf(
+                    large,
+                    [server, t, o = std::move(o)]() mutable {
+                      return server->OneShotDone(*t, o.status.ok()
+                                                         ? StatusOr<model::ExecuteResponse>(std::move(o.response))
+                                                         : StatusOr<model::ExecuteResponse>(o.status));
+                    },
+                    answer);
               },
               &ticket);
           if (r == RunSlots::kFull) {
@@ -188,7 +205,7 @@ struct McpHandlers {
             ex->Abandon();
           });
         };
-        if (t->call.execute.code.size() <= kInlinePrepareBytes) return prepared(s.svc.Prepare(t->call.execute, t->request_id));
+        if (t->call.execute.code.size() <= kInlineBytes) return prepared(s.svc.Prepare(t->call.execute, t->request_id));
         return ex->OnWorker([&svc = s.svc, request = t->call.execute, id = t->request_id] { return svc.Prepare(request, id); },
                             std::move(prepared));
       }
@@ -199,7 +216,11 @@ struct McpHandlers {
         return StartSessionCall(
             s, {id, ex->rq.caller.name, t->request_id, t->call.execute, {}},
             [](const session::CallReply&) { return Reply(); },
-            [server, t, answer](bool, session::CallReply c, Reply) { answer(server->SessionCallDone(*t, c)); },
+            [ex, server, t, answer](bool, session::CallReply c, Reply) {
+              ex->OnWorkerIf(
+                  AnswerBytes(c.response) > kInlineBytes,
+                  [server, t, c = std::move(c)] { return server->SessionCallDone(*t, c); }, answer);
+            },
             [weak] {
               auto e = weak.lock();
               return !e || e->gone();

@@ -168,7 +168,7 @@ std::optional<Refusal> Authorize(const RouteMatch& m, const RequestHead& h, cons
 
 uint64_t BodyCap(const Route& r, const BodyCaps& caps) {
   switch (r.body) {
-    case BodyPolicy::kJson: return caps.json;
+    case BodyPolicy::kJson: return r.max_json > 0 ? std::min(r.max_json, caps.json) : caps.json;
     case BodyPolicy::kUpload: return caps.upload + kMultipartSlack;
     default: return kNoBodyCap;
   }

@@ -160,8 +160,7 @@ void OnRunDone(const std::shared_ptr<Exchange>& ex, RunOutcome o) {
     ex->audit.verdict = "error";
     return ex->Refuse({model::ErrorKind::kInternal, "the run could not be started: " + o.status.ToString(), ""});
   }
-  const model::ExecuteResponse& resp = o.response;
-  const model::RunReport& run = resp.run;
+  const model::RunReport& run = o.response.run;
   ex->RecordRun(run);
   if (run.kill_reason && *run.kill_reason == "lost" && !ex->gone() && !streaming) {
     // Not the code's doing: the warm pool's zygote died under it. Say so, and
@@ -171,13 +170,35 @@ void OnRunDone(const std::shared_ptr<Exchange>& ex, RunOutcome o) {
   }
   ex->audit.verdict = ex->gone() ? "client_gone" : "ran";
   if (ex->gone()) return ex->Abandon();
-  // A stream already begun ends with the response as its last event (a run
-  // lost with its zygote says so there: kill_reason "lost").
-  if (streaming) {
-    return ex->EndEvents(model::FinalEvents(resp), "end_of_execution",
-                         model::EndOfExecutionEvent(model::V1ExecuteToJson(resp), ex->events()->StatsJson()));
-  }
-  ex->Respond(JsonReply(200, ex->compat ? model::CompatExecuteToJson(resp) : model::V1ExecuteToJson(resp)));
+  // The answer: made on a worker when it is large (megabytes of output,
+  // results and files are not constant time to write as JSON).
+  struct Answer {
+    std::string body;
+    std::vector<model::StreamEvent> final_events;
+  };
+  const bool large = AnswerBytes(o.response) > kInlineBytes;
+  ex->OnWorkerIf(
+      large,
+      [resp = std::move(o.response), compat = ex->compat, streaming] {
+        Answer a;
+        if (streaming) {
+          a.final_events = model::FinalEvents(resp);
+          a.body = model::V1ExecuteToJson(resp);
+        } else {
+          a.body = compat ? model::CompatExecuteToJson(resp) : model::V1ExecuteToJson(resp);
+        }
+        return a;
+      },
+      [ex, streaming](Answer a) {
+        if (ex->gone() || (streaming && !ex->events())) return ex->Abandon();
+        // A stream already begun ends with the response as its last event (a
+        // run lost with its zygote says so there: kill_reason "lost").
+        if (streaming) {
+          return ex->EndEvents(a.final_events, "end_of_execution",
+                               model::EndOfExecutionEvent(a.body, ex->events()->StatsJson()));
+        }
+        ex->Respond(JsonReply(200, std::move(a.body)));
+      });
 }
 
 // The profile holds this request for a person: 202 at once, or after the
@@ -205,6 +226,16 @@ void HoldForApproval(const std::shared_ptr<Exchange>& ex, service::Prepared p, s
   });
 }
 
+// The request parsed and its code analyzed: on the loop for a small body, on
+// a worker for a large one (a megabyte of JSON and code is not constant time).
+struct Parsed {
+  model::ApiError error;
+  bool ok = false;
+  int64_t code_bytes = 0;
+  std::optional<double> wait_s;
+  std::optional<service::Prepared> prepared;
+};
+
 void Execute(const std::shared_ptr<Exchange>& ex) {
   ServerState& s = ex->s;
   ex->compat = ex->rq.path == "/execute";
@@ -215,21 +246,28 @@ void Execute(const std::shared_ptr<Exchange>& ex) {
   model::RequestCaps caps;
   caps.max_depth = s.opt.max_json_depth;
   caps.max_code_bytes = s.opt.max_code_bytes;
-  model::ExecuteRequest request;
-  model::ApiError error;
-  if (!model::ParseExecuteRequest(ex->rq.body, caps, &request, &error)) return ex->Refuse(error);
-  ex->rq.body.clear();
-  ex->audit.code_bytes = static_cast<int64_t>(request.code.size());
   const model::StreamFormat format =
       ex->compat ? model::StreamFormat::kNone : model::NegotiateStreamFormat(ex->rq.headers.accept);
-  request.stream_output = format != model::StreamFormat::kNone;
-  const std::optional<double> wait_s = request.wait_s;
-  if (request.code.size() <= kInlinePrepareBytes) return OnPrepared(ex, s.svc.Prepare(request, ex->rq.id), format, wait_s);
-  ex->OnWorker([&svc = s.svc, request = std::move(request), id = ex->rq.id] { return svc.Prepare(request, id); },
-               [ex, format, wait_s](service::Prepared p) {
-                 if (ex->gone()) return ex->Abandon();
-                 OnPrepared(ex, std::move(p), format, wait_s);
-               });
+  const bool large = ex->rq.body.size() > kInlineBytes;
+  ex->OnWorkerIf(
+      large,
+      [&svc = s.svc, caps, format, body = std::move(ex->rq.body), id = ex->rq.id] {
+        Parsed p;
+        model::ExecuteRequest request;
+        if (!model::ParseExecuteRequest(body, caps, &request, &p.error)) return p;
+        p.ok = true;
+        p.code_bytes = static_cast<int64_t>(request.code.size());
+        p.wait_s = request.wait_s;
+        request.stream_output = format != model::StreamFormat::kNone;
+        p.prepared = svc.Prepare(request, id);
+        return p;
+      },
+      [ex, format](Parsed p) {
+        if (!p.ok) return ex->Refuse(p.error);
+        if (ex->gone()) return ex->Abandon();
+        ex->audit.code_bytes = p.code_bytes;
+        OnPrepared(ex, std::move(*p.prepared), format, p.wait_s);
+      });
 }
 
 }  // namespace

@@ -118,6 +118,11 @@ std::string CheckTable(const RouteTable& table) {
       bad("an open route (no token, no gate) may have no target and no body");
     }
     if (r.owner == OwnerRule::kInBody && r.body != BodyPolicy::kJson) bad("an owner in the body needs a JSON body");
+    if (r.max_json > 0 && r.body != BodyPolicy::kJson) bad("a JSON cap on a route without a JSON body");
+    // A route that parses its body on the loop must say it is small.
+    if (r.body == BodyPolicy::kJson && r.runs_on == RunsOn::kLoop && r.max_json == 0) {
+      bad("a JSON body parsed on the loop needs a small cap (SmallJson)");
+    }
     if (r.reply == ReplyPolicy::kSandboxBytes && r.runs_on == RunsOn::kLoop) {
       bad("sandbox bytes are read from a file: not on the loop");
     }

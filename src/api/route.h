@@ -116,13 +116,24 @@ struct Route {
   LoopHandler on_loop = nullptr;      // kLoop, kDriver
   WorkerHandler on_worker = nullptr;  // kWorker
   const char* name = nullptr;         // the metrics label; nullptr: the pattern (with the door's prefix)
+  // BodyPolicy::kJson: the most a body may be; 0 for --max-body (the routes
+  // that carry code). A route whose body is small by nature says so, and a
+  // larger one is refused (413) on its header.
+  uint64_t max_json = 0;
 };
 
 // A row, every field named in order (the tables' files read as the table).
 inline Route Row(const char* method, const char* pattern, Role role, OwnerRule owner, BodyPolicy body,
                  RunsOn runs_on, ReplyPolicy reply, Accounting account, LoopHandler on_loop,
                  WorkerHandler on_worker = nullptr) {
-  return {method, pattern, role, owner, body, runs_on, reply, account, on_loop, on_worker, nullptr};
+  return {method, pattern, role, owner, body, runs_on, reply, account, on_loop, on_worker, nullptr, 0};
+}
+
+// A JSON route whose body is small by nature (a decision, a context's
+// options): at most `bytes`, so that it is never a large parse on the loop.
+inline Route SmallJson(Route r, uint64_t bytes = 16 * 1024) {
+  r.max_json = bytes;
+  return r;
 }
 
 // A door's routes, and the label prefix of its metrics ("" or "e2b:").

@@ -171,6 +171,13 @@ void RunDriver::Complete(RunOutcome o) {
   });
 }
 
+size_t AnswerBytes(const model::ExecuteResponse& r) {
+  size_t n = r.run.stdout_text.size() + r.run.stderr_text.size();
+  for (const auto& d : r.results) n += d.data_json.size();
+  for (const auto& f : r.files) n += f.content_base64.size();
+  return n;
+}
+
 RunSlots::Result RunWhenSlotFree(ServerState& s, std::unique_ptr<service::Plan> plan,
                                  std::function<void(const std::shared_ptr<RunDriver>&)> before_start,
                                  RunDriver::Done done, uint64_t* ticket) {

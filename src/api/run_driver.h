@@ -86,6 +86,10 @@ class RunDriver : public std::enable_shared_from_this<RunDriver> {
   std::string cancel_detail_;
 };
 
+// About how many bytes a response's answer will have (its output, results
+// and files): a large one is made on a worker, not on the loop.
+size_t AnswerBytes(const model::ExecuteResponse& r);
+
 // A one-shot run for any door: `plan` starts under a RunDriver once a run
 // slot is free (at once, or from the queue); `before_start` is called with
 // the driver just before it starts (to hook a stream, or keep it to cancel

@@ -39,10 +39,6 @@ class McpSessions;
 class RunDriver;
 class SessionCallDriver;
 
-// Code larger than this is analyzed (prepared) on a worker thread, so that a
-// big program does not hold up the event loop; smaller, right on the loop.
-inline constexpr size_t kInlinePrepareBytes = 64 * 1024;
-
 // The outcome label of a run for metrics and audit.
 inline std::string Outcome(const model::RunReport& r) {
   if (r.kill_reason) return *r.kill_reason;

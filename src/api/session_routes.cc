@@ -113,6 +113,8 @@ Reply Restart(ServerState& s, const Request& rq) {
   return v ? JsonReply(200, model::SessionToJson(*v)) : RefusalFor(rq, error);
 }
 
+void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest request);
+
 // One call, fed from the loop; streamed when the client asks (the response
 // begins when the call starts running: refusals before that are plain JSON
 // answers with their status, as for /v1/execute).
@@ -120,9 +122,26 @@ void Call(const std::shared_ptr<Exchange>& ex) {
   ServerState& s = ex->s;
   ex->execution = true;
   ex->audit.code_bytes = static_cast<int64_t>(ex->rq.body.size());
-  model::ExecuteRequest request;
-  model::ApiError error;
-  if (!model::ParseSessionExecuteRequest(ex->rq.body, Caps(s), &request, &error)) return ex->Refuse(error);
+  struct Parsed {
+    model::ExecuteRequest request;
+    model::ApiError error;
+    bool ok = false;
+  };
+  ex->OnWorkerIf(
+      ex->rq.body.size() > kInlineBytes,
+      [caps = Caps(s), body = std::move(ex->rq.body)] {
+        Parsed p;
+        p.ok = model::ParseSessionExecuteRequest(body, caps, &p.request, &p.error);
+        return p;
+      },
+      [ex](Parsed p) {
+        if (!p.ok) return ex->Refuse(p.error);
+        CallParsed(ex, std::move(p.request));
+      });
+}
+
+void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest request) {
+  ServerState& s = ex->s;
   const model::StreamFormat format = model::NegotiateStreamFormat(ex->rq.headers.accept);
   request.stream_output = format != model::StreamFormat::kNone;
   session::CallHooks hooks;
@@ -348,7 +367,8 @@ std::vector<Route> SessionRoutes::Table() {
   const Role kRun = Role::kRun;
   const RunsOn kLoop = RunsOn::kLoop, kWorker = RunsOn::kWorker, kDriver = RunsOn::kDriver;
   std::vector<Route> t = {
-      Row("POST", "/v1/sessions", kRun, O::kCaller, B::kJson, kWorker, P::kJson, A::kRequest, nullptr, &Create),
+      SmallJson(Row("POST", "/v1/sessions", kRun, O::kCaller, B::kJson, kWorker, P::kJson, A::kRequest, nullptr,
+                    &Create)),
       Row("GET", "/v1/sessions", kRun, O::kCaller, B::kNone, kWorker, P::kJson, A::kRequest, nullptr, &List),
       Row("GET", "/v1/sessions/{id}", kRun, O::kSession, B::kNone, kLoop, P::kJson, A::kRequest, &GetOne),
       Row("DELETE", "/v1/sessions/{id}", kRun, O::kSession, B::kNone, kWorker, P::kJson, A::kRequest, nullptr,

@@ -415,6 +415,11 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     warm.code_path.clear();
     warm.preimport = p->preimport;  // imported in the zygote already: a no-op
     if (!req.session_call) plan->warm_request = model::RunnerConfigToJson(warm);
+    // The code is in warm_request (and the cold path's file) already; nothing
+    // reads it here again (a session's first frame clears it, a session call
+    // sends its own): a plan queued for a run slot or held for a person does
+    // not keep one more copy of up to --max-code bytes.
+    warm.code.reset();
     plan->warm_config = std::move(warm);
   }
 

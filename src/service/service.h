@@ -77,8 +77,8 @@ struct Plan {
   UniqueFd events_read;
   UniqueFd events_write;
   // The warm path's request (runner config with the code inline); empty when
-  // the profile has no warm pool. warm_config is what it was made from (a
-  // session call sends it with its call number).
+  // the profile has no warm pool. warm_config is what it was made from,
+  // without the code (a session's first frame is made from it).
   std::string warm_request;
   model::RunnerConfig warm_config;
   // The profile's caps on files returned (Complete enforces them again on
