@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "analyzer/unicode.h"
 #include "api/audit_log.h"
@@ -173,62 +174,64 @@ RouteAnswer Approvals::Outcome(const std::string& id, bool compat) const {
   return Json(202, model::ApprovalToJson(e->view, false, false));
 }
 
-RouteAnswer Approvals::Handle(const std::string& method, const std::string& path, const std::string& body,
-                              const Caller& caller) {
-  const bool decider = !opt_.auth_enabled || caller.approve;
-  if (path == "/v1/approvals") {
-    if (method != "GET") return Error(model::ErrorKind::kMethodNotAllowed, "method not allowed; use GET");
-    if (!decider) {
-      return Error(model::ErrorKind::kForbidden, "token '" + caller.name +
-                                                     "' may not see pending approvals: give it the approve role "
-                                                     "in the tokens file (name:token:approve)");
-    }
-    std::vector<const Entry*> pending;
-    for (const auto& [id, e] : entries_) {
-      if (e->view.status == "pending") pending.push_back(e.get());
-    }
-    std::sort(pending.begin(), pending.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
-    std::vector<model::ApprovalView> views;
-    for (const Entry* e : pending) views.push_back(e->view);
-    return Json(200, model::ApprovalListToJson(views));
+RouteAnswer Approvals::List(size_t limit, const std::string& cursor, std::optional<std::string>* next) const {
+  // The cursor is the sequence number of the last item of the page before.
+  const uint64_t after = cursor.empty() ? 0 : std::strtoull(cursor.c_str(), nullptr, 10);
+  std::vector<const Entry*> pending;
+  for (const auto& [id, e] : entries_) {
+    if (e->view.status == "pending" && e->seq > after) pending.push_back(e.get());
   }
-  std::string id = path.substr(std::string("/v1/approvals/").size());
-  // /v1/approvals/{id}/files/{n}: an input file too large or not text enough
-  // to be shown in the approval itself.
-  std::string file_index;
-  if (size_t slash = id.find('/'); slash != std::string::npos) {
-    const std::string rest = id.substr(slash);
-    id.resize(slash);
-    if (rest.rfind("/files/", 0) != 0 || rest.size() == 7 || rest.size() > 12 ||
-        rest.find_first_not_of("0123456789", 7) != std::string::npos) {
-      return Error(model::ErrorKind::kNotFound, "no such route under /v1/approvals/{id} (only /files/{n})");
-    }
-    file_index = rest.substr(7);
+  std::sort(pending.begin(), pending.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
+  next->reset();
+  if (pending.size() > limit) {
+    pending.resize(limit);
+    *next = std::to_string(pending.back()->seq);
   }
-  if (method == "POST" && file_index.empty()) return Decide(id, body, caller);
-  if (method != "GET") {
-    return Error(model::ErrorKind::kMethodNotAllowed, file_index.empty() ? "method not allowed; use GET or POST"
-                                                                         : "method not allowed; use GET");
-  }
+  std::vector<const model::ApprovalView*> views;  // no copy: the code is never read for a list
+  for (const Entry* e : pending) views.push_back(&e->view);
+  return Json(200, model::ApprovalListToJson(views));
+}
+
+RouteAnswer Approvals::Get(const std::string& id) const {
   const Entry* e = Find(id);
-  // The requester may follow its own request; approvers see all. Others are
-  // told nothing (404, as for an id that does not exist).
-  if (e == nullptr || (!decider && e->view.requested_by != caller.name)) {
+  if (e == nullptr) {
     return Error(model::ErrorKind::kNotFound, "no approval '" + id.substr(0, 64) + "' (GET /v1/approvals lists pending ones)");
   }
-  if (!file_index.empty()) {
-    const size_t n = std::stoul(file_index);
-    if (n >= e->view.files.size()) {
-      return Error(model::ErrorKind::kNotFound, "approval " + id + " has " + std::to_string(e->view.files.size()) +
-                                                    " input files; numbered from 0");
-    }
-    if (!e->view.files[n].kept) {
-      return Error(model::ErrorKind::kNotFound, "approval " + id + " is " + e->view.status +
-                                                    ": its files are no longer kept (their sha256 is)");
-    }
-    return Json(200, model::ApprovalFileToJson(e->view.files[n]));
-  }
   return Json(200, model::ApprovalToJson(e->view, true, true));
+}
+
+RouteAnswer Approvals::File(const std::string& id, const std::string& index) const {
+  const Entry* e = Find(id);
+  if (e == nullptr) {
+    return Error(model::ErrorKind::kNotFound, "no approval '" + id.substr(0, 64) + "' (GET /v1/approvals lists pending ones)");
+  }
+  if (index.empty() || index.size() > 5 || index.find_first_not_of("0123456789") != std::string::npos) {
+    return Error(model::ErrorKind::kNotFound, "no such route under /v1/approvals/{id}/files/ (a file's number: 0, 1, ...)");
+  }
+  const size_t n = std::stoul(index);
+  if (n >= e->view.files.size()) {
+    return Error(model::ErrorKind::kNotFound, "approval " + id + " has " + std::to_string(e->view.files.size()) +
+                                                  " input files; numbered from 0");
+  }
+  if (!e->view.files[n].kept) {
+    return Error(model::ErrorKind::kNotFound, "approval " + id + " is " + e->view.status +
+                                                  ": its files are no longer kept (their sha256 is)");
+  }
+  return Json(200, model::ApprovalFileToJson(e->view.files[n]));
+}
+
+bool Approvals::Visible(const std::string& id, const Caller& caller) const {
+  const Entry* e = Find(id);
+  if (e == nullptr) return true;  // Get answers 404 for it, as for another's
+  return !opt_.auth_enabled || caller.approve || e->view.requested_by == caller.name;
+}
+
+size_t Approvals::PendingOf(const std::string& requester) const {
+  size_t n = 0;
+  for (const auto& [id, e] : entries_) {
+    if (e->view.status == "pending" && e->view.requested_by == requester) ++n;
+  }
+  return n;
 }
 
 RouteAnswer Approvals::Decide(const std::string& id, const std::string& body, const Caller& caller) {
@@ -317,13 +320,8 @@ void Approvals::OnRan(const std::string& id, Status st, model::ExecuteResponse r
     const model::RunReport& run = e->response.run;
     a.verdict = "ran";
     a.http_status = 200;
-    a.exit_code = run.exit_code;
-    if (run.signal) a.signal = run.signal;
-    a.kill_reason = run.kill_reason;
-    a.run_ms = run.duration_ms;
+    model::RecordRunIn(&a, run);
     a.duration_ms = run.duration_ms;
-    a.cpu_ms = run.cpu_ms;
-    a.max_rss_kb = run.max_rss_kb;
   }
   if (audit_) audit_(std::move(a));
   Finish(*e);

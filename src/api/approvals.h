@@ -8,7 +8,7 @@
 //   Approvals book(io, opts, start_run, audit);
 //   StatusOr<std::string> id = book.Hold(std::move(prepared), requester, policy, request_id);
 //   book.Wait(*id, 30, [..] { reply(book.Outcome(*id, compat)); });
-//   RouteAnswer a = book.Handle("POST", "/v1/approvals/apr_..", body, caller);
+//   RouteAnswer a = book.Decide("apr_..", body, caller);     // the routes: api/approval_routes.h
 #pragma once
 
 #include <utility>
@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,9 +77,24 @@ class Approvals {
   // sidecar's shape), 403 denied/expired, 202 still pending, 500 failed.
   RouteAnswer Outcome(const std::string& id, bool compat) const;
 
-  static bool Matches(const std::string& path) { return path == "/v1/approvals" || path.rfind("/v1/approvals/", 0) == 0; }
-  // GET /v1/approvals, GET/POST /v1/approvals/{id}.
-  RouteAnswer Handle(const std::string& method, const std::string& path, const std::string& body, const Caller& caller);
+  // GET /v1/approvals (an approver's: the route's role): a page of the
+  // pending requests, oldest first, `limit` of them after `cursor` ("": the
+  // first page), each without its code (GET /v1/approvals/{id} has it), and
+  // the next page's cursor (nullopt on the last).
+  RouteAnswer List(size_t limit, const std::string& cursor, std::optional<std::string>* next) const;
+  // GET /v1/approvals/{id}, once Visible(): the whole approval, code and result.
+  RouteAnswer Get(const std::string& id) const;
+  // GET /v1/approvals/{id}/files/{n}, once Visible(): an input file too large
+  // or not text enough to be shown in the approval itself.
+  RouteAnswer File(const std::string& id, const std::string& index) const;
+  // POST /v1/approvals/{id}: {"decision", "reason"?, "code_sha256"?}.
+  RouteAnswer Decide(const std::string& id, const std::string& body, const Caller& caller);
+  // Whether `caller` may see approval `id`: its requester, or an approver
+  // (without tokens, anyone). Others are told nothing (404, as for an id
+  // that does not exist): the pipeline's owner check.
+  bool Visible(const std::string& id, const Caller& caller) const;
+  // The requests `requester` has held for approval now (its quota).
+  size_t PendingOf(const std::string& requester) const;
 
   // Shutdown: every waiter is answered now (held requests are in memory only
   // and end with the server).
@@ -99,7 +115,6 @@ class Approvals {
 
   Entry* Find(const std::string& id);
   const Entry* Find(const std::string& id) const;
-  RouteAnswer Decide(const std::string& id, const std::string& body, const Caller& caller);
   void Expire(const std::string& id);
   void Finish(Entry& e);  // a terminal state: waiters answered, retention applied
   void OnRan(const std::string& id, Status st, model::ExecuteResponse resp);

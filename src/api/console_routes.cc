@@ -1,43 +1,45 @@
 #include "api/console_routes.h"
 
+#include "api/exchange.h"
+
 namespace airlock::api {
 
-// img-src data: the figures a run returns are shown as data: URLs of the
-// PNG bytes (never HTML). connect-src 'self': the page talks to this server
-// only. No 'unsafe-inline' anywhere.
-const char* ConsoleRoutes::kCsp =
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+namespace {
 
-bool ConsoleRoutes::Matches(const std::string& path) {
-  return path == "/" || path == "/console" || path == "/console/" || path == "/console/app.js" ||
-         path == "/console/app.css" || path == "/console/editor.js";
+void Redirect(const std::shared_ptr<Exchange>& ex) {
+  Reply r;
+  r.status = 302;
+  r.content_type = "text/plain; charset=utf-8";
+  r.headers.emplace_back("Location", "/console");
+  ex->Respond(std::move(r));
 }
 
-ConsoleAsset ConsoleRoutes::Get(const std::string& path) {
-  ConsoleAsset a;
-  a.headers = {{"Content-Security-Policy", kCsp},
-               {"X-Content-Type-Options", "nosniff"},
-               {"X-Frame-Options", "DENY"},
-               {"Referrer-Policy", "no-referrer"},
-               {"Cross-Origin-Opener-Policy", "same-origin"},
-               {"Cross-Origin-Resource-Policy", "same-origin"}};
-  if (path == "/") {
-    a.status = 302;
-    a.headers.emplace_back("Location", "/console");
-    return a;
-  }
-  if (path == "/console/app.js" || path == "/console/editor.js") {
-    a.body = std::string(ConsoleFile(path.substr(std::string("/console/").size())));
-    a.content_type = "text/javascript; charset=utf-8";
-  } else if (path == "/console/app.css") {
-    a.body = std::string(ConsoleFile("app.css"));
-    a.content_type = "text/css; charset=utf-8";
-  } else {
-    a.body = std::string(ConsoleFile("index.html"));
-    a.content_type = "text/html; charset=utf-8";
-  }
-  return a;
+void Page(const std::shared_ptr<Exchange>& ex) {
+  Reply r;
+  r.body = std::string(ConsoleFile("index.html"));
+  r.content_type = "text/html; charset=utf-8";
+  ex->Respond(std::move(r));
+}
+
+void File(const std::shared_ptr<Exchange>& ex) {
+  const std::string& path = ex->rq.path;
+  std::string name = path.substr(std::string("/console/").size());
+  Reply r;
+  r.body = std::string(ConsoleFile(name));
+  r.content_type = name == "app.css" ? "text/css; charset=utf-8" : "text/javascript; charset=utf-8";
+  ex->Respond(std::move(r));
+}
+
+Route Asset(const char* pattern, LoopHandler handler) {
+  return Row("GET", pattern, Role::kNoToken, OwnerRule::kNone, BodyPolicy::kNone, RunsOn::kLoop, ReplyPolicy::kConsole,
+             Accounting::kRequest, handler);
+}
+
+}  // namespace
+
+std::vector<Route> ConsoleRoutes::Table() {
+  return {Asset("/", &Redirect),      Asset("/console", &Page),         Asset("/console/", &Page),
+          Asset("/console/app.js", &File), Asset("/console/app.css", &File), Asset("/console/editor.js", &File)};
 }
 
 }  // namespace airlock::api

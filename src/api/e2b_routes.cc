@@ -3,14 +3,24 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <thread>
 
-#include "api/error_mapping.h"
+#include "api/call_driver.h"
+#include "api/exchange.h"
+#include "api/query.h"
+#include "api/server_state.h"
+#include "api/session_routes.h"
+#include "api/upload.h"
 #include "isolation/sandbox_files.h"
+#include "model/e2b.h"
 #include "session/session_files.h"
 
 namespace airlock::api {
 namespace {
+
+constexpr size_t kMaxUploadParts = 64;
+// A context needs a warm run: while none is ready, retried every 100 ms this
+// many times (15 s) before answering 503, as an E2B sandbox start would wait.
+constexpr int kCreateTries = 150;
 
 // E2B's 400 for a context or call in another language than Python.
 model::ApiError NotPython(const std::string& language) {
@@ -21,73 +31,27 @@ model::ApiError NotPython(const std::string& language) {
           ""};
 }
 
-constexpr std::string_view kContexts = "/contexts";
-
-E2bReply Error(const model::ApiError& e, const std::vector<model::Violation>& violations = {}) {
-  E2bReply r;
-  r.status = HttpStatus(e.kind);
-  r.body = model::E2bErrorBody(e.message, r.status);
-  if (e.kind == model::ErrorKind::kTooManyRequests || e.kind == model::ErrorKind::kUnavailable) {
-    r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s > 0 ? e.retry_after_s : 1));
-  }
-  r.error = e;
-  r.violations = violations;
-  return r;
+model::ApiError ContextNotFound(const std::string& id) {
+  return {model::ErrorKind::kNotFound, "Context " + id.substr(0, 80) + " not found", ""};
 }
 
-E2bReply Json(int status, std::string body) {
-  E2bReply r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
+bool IsContextId(std::string_view id) {
+  return !id.empty() && id.size() <= 64 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; });
 }
 
-E2bReply NotFound(std::string message) { return Error({model::ErrorKind::kNotFound, std::move(message), ""}); }
-
-E2bReply MethodNotAllowed(const char* allow) {
-  E2bReply r = Error({model::ErrorKind::kMethodNotAllowed, std::string("method not allowed; use ") + allow, ""});
-  r.headers.emplace_back("Allow", allow);
-  return r;
+model::RequestCaps Caps(const ServerState& s) {
+  model::RequestCaps caps;
+  caps.max_depth = s.opt.max_json_depth;
+  caps.max_code_bytes = s.opt.max_code_bytes;
+  return caps;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+model::SessionCreateRequest ContextSession(const ServerState& s) {
+  model::SessionCreateRequest create;
+  if (!s.opt.e2b_profile.empty()) create.base.profile = s.opt.e2b_profile;
+  return create;
 }
-
-// The %-decoded value of `key` in a query string; nullopt when absent or
-// malformed (*malformed set then).
-std::optional<std::string> QueryValue(std::string_view query, std::string_view key, bool* malformed) {
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == key) {
-      std::string out;
-      std::string_view v = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] == '%') {
-          int hi = i + 2 < v.size() ? HexValue(v[i + 1]) : -1, lo = i + 2 < v.size() ? HexValue(v[i + 2]) : -1;
-          if (hi < 0 || lo < 0) {
-            *malformed = true;
-            return std::nullopt;
-          }
-          out.push_back(static_cast<char>(hi * 16 + lo));
-          i += 2;
-        } else {
-          out.push_back(v[i] == '+' ? ' ' : v[i]);
-        }
-      }
-      return out;
-    }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  return std::nullopt;
-}
-
 
 // The whole NDJSON answer of an execution whose stream never began.
 std::string Lines(const std::vector<model::StreamEvent>& events) {
@@ -97,327 +61,399 @@ std::string Lines(const std::vector<model::StreamEvent>& events) {
   return out;
 }
 
-bool IsContextId(std::string_view id) {
-  return !id.empty() && id.size() <= 64 &&
-         std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; });
+// ---------------------------------------------------------------------------
+// POST /execute: a call in the context's session, E2B's NDJSON lines streamed
+// as the code prints.
+
+// The answer of a finished call, made where the call finishes (figures can
+// be megabytes): the final events, and the whole answer for a stream that
+// never began.
+Reply FinishedCall(const session::CallReply& call) {
+  Reply r;
+  r.content_type = "application/x-ndjson";
+  // number_of_executions goes with the results, not ahead of the output:
+  // the SDKs only record it, and one write less per call is what keeps the
+  // adapter's cost near zero on a loaded host (docs/benchmarks.md).
+  r.final_events = {{"number_of_executions", model::E2bNumberOfExecutions(call.call.execution_count)}};
+  for (auto& e : model::E2bFinalEvents(call.response)) r.final_events.push_back(std::move(e));
+  const std::string now = model::StreamTimestamp(std::chrono::system_clock::now());
+  std::vector<model::StreamEvent> all = {r.final_events.front()};
+  if (!call.response.run.stdout_text.empty()) {
+    all.push_back({"stdout", model::OutputEvent("stdout", call.response.run.stdout_text, now)});
+  }
+  if (!call.response.run.stderr_text.empty()) {
+    all.push_back({"stderr", model::OutputEvent("stderr", call.response.run.stderr_text, now)});
+  }
+  all.insert(all.end(), r.final_events.begin() + 1, r.final_events.end());
+  r.body = Lines(all);
+  return r;
+}
+
+// `request` has the code and this execution's env_vars.
+void Call(const std::shared_ptr<Exchange>& ex, const std::string& id, model::ExecuteRequest request) {
+  ServerState& s = ex->s;
+  request.stream_output = true;
+  session::CallHooks hooks = StreamingHooks(ex, model::StreamFormat::kNdjson);
+  std::weak_ptr<Exchange> weak = ex;
+  ex->WatchDisconnect([&s, id] { s.session_mgr->Cancel(id, "the client disconnected"); });
+  StartSessionCall(
+      s, {id, ex->rq.caller.name, ex->rq.id, std::move(request), std::move(hooks)}, &FinishedCall,
+      [ex, id](bool ran, session::CallReply call, Reply reply) {
+        ex->RecordCode(call.profile, call.code_sha256, call.code_bytes);
+        if (!ran && call.kind == session::CallReply::Kind::kRejected) {
+          // The analyzer refused the code before it ran: the SDK's
+          // execution.error, so that an agent reads what to change (as a
+          // kernel's error would be).
+          std::string listing;
+          for (const auto& v : call.violations) {
+            listing += "line " + std::to_string(v.line) + ": " + v.message + " [" + v.rule + "]\n";
+          }
+          std::vector<model::StreamEvent> lines = {
+              {"error", model::E2bErrorEvent("PolicyViolation",
+                                             call.error.message.empty()
+                                                 ? "the code was rejected by the sandbox's policy"
+                                                 : call.error.message,
+                                             listing)}};
+          Reply r = JsonReply(200, Lines(lines));
+          r.content_type = "application/x-ndjson";
+          r.error = call.error;
+          r.violations = call.violations;
+          return ex->Respond(std::move(r));
+        }
+        if (!ran) {
+          if (call.error.kind == model::ErrorKind::kNotFound || call.error.kind == model::ErrorKind::kGone) {
+            ex->s.e2b->Forget(id);
+          }
+          return ex->Refuse(call.error);
+        }
+        ex->RecordRun(call.response.run);
+        ex->audit.verdict = ex->gone() ? "client_gone" : "ran";
+        if (ex->gone()) return ex->Abandon();
+        if (ex->events() && ex->events()->started()) {
+          return ex->EndEvents(reply.final_events, "end_of_execution", model::E2bEndOfExecution());
+        }
+        ex->Respond(std::move(reply));
+      },
+      [weak] {
+        auto e = weak.lock();
+        return !e || e->gone();
+      });
+}
+
+void ExecuteParsed(const std::shared_ptr<Exchange>& ex, model::E2bExecuteRequest req);
+
+void Execute(const std::shared_ptr<Exchange>& ex) {
+  ServerState& s = ex->s;
+  ex->execution = true;
+  ex->audit.code_bytes = static_cast<int64_t>(ex->rq.body.size());
+  if (s.draining) {
+    return ex->Refuse({model::ErrorKind::kUnavailable, "the server is shutting down; retry on another instance", ""});
+  }
+  struct Parsed {
+    model::E2bExecuteRequest req;
+    model::ApiError error;
+    bool ok = false;
+  };
+  ex->OnWorkerIf(
+      ex->rq.body.size() > kInlineBytes,
+      [caps = Caps(s), body = std::move(ex->rq.body)] {
+        Parsed p;
+        p.ok = model::ParseE2bExecuteRequest(body, caps, &p.req, &p.error);
+        return p;
+      },
+      [ex](Parsed p) {
+        if (!p.ok) return ex->Refuse(p.error);
+        ExecuteParsed(ex, std::move(p.req));
+      });
+}
+
+void ExecuteParsed(const std::shared_ptr<Exchange>& ex, model::E2bExecuteRequest req) {
+  ServerState& s = ex->s;
+  if (req.language && *req.language != "python") return ex->Refuse(NotPython(*req.language));
+  model::ExecuteRequest request;
+  request.code = std::move(req.code);
+  request.env = std::move(req.env_vars);  // this execution's only
+  // The context named in the body (OwnerRule::kInBody): the caller's, or 404.
+  if (req.context_id) {
+    if (s.e2b->Owner(*req.context_id, ex->rq.caller.name)) return ex->Refuse(ContextNotFound(*req.context_id));
+    return Call(ex, *req.context_id, std::move(request));
+  }
+  s.e2b->Default(ex->rq.caller.name, [ex, request = std::move(request)](std::optional<std::string> id,
+                                                                          model::ApiError why) mutable {
+    if (!id) return ex->Refuse(why);
+    Call(ex, *id, std::move(request));
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Contexts.
+
+void Health(const std::shared_ptr<Exchange>& ex) {
+  if (ex->rq.door == Door::kE2bEnvd) return ex->Respond(JsonReply(204, ""));
+  ex->Respond(JsonReply(200, "\"OK\""));
+}
+
+void NewContext(const std::shared_ptr<Exchange>& ex) {
+  ServerState& s = ex->s;
+  model::E2bContextRequest req;
+  model::ApiError error;
+  if (!model::ParseE2bContextRequest(ex->rq.body, Caps(s), &req, &error)) return ex->Refuse(error);
+  if (req.language && *req.language != "python") return ex->Refuse(NotPython(*req.language));
+  // The sandbox has one working directory, /home/user.
+  if (req.cwd && *req.cwd != "/home/user" && *req.cwd != "/home/user/") {
+    return ex->Refuse({model::ErrorKind::kBadRequest,
+                       "cwd '" + req.cwd->substr(0, 200) + "' is not supported: a context's working directory is /home/user",
+                       ""});
+  }
+  s.e2b->Prune();
+  CreateSessionFromLoop(s, ex->rq.caller.name, ContextSession(s), profile::Door::kE2b, kCreateTries, [ex](session::Created made) {
+    if (!made.ok) return ex->Refuse(made.error);
+    ex->s.e2b->Add(made.view.id, ex->rq.caller.name);
+    ex->Respond(JsonReply(200, model::E2bContextToJson({made.view.id, "python", "/home/user"})));
+  });
+}
+
+// The caller's live contexts, a page at a time (X-Next-Cursor: the SDKs read
+// an array).
+void ListContexts(const std::shared_ptr<Exchange>& ex) {
+  PageRequest page;
+  if (auto bad = ParsePage(ex->rq.query, 100, 1000, &page)) return ex->Refuse(*bad);
+  ex->s.e2b->Prune();
+  std::vector<model::E2bContext> list;
+  std::optional<std::string> next;
+  for (const auto& [id, c] : ex->s.e2b->Of(ex->rq.caller.name)) {
+    if (!page.cursor.empty() && id <= page.cursor) continue;
+    if (list.size() == page.limit) {
+      next = list.back().id;
+      break;
+    }
+    list.push_back({id, c.language, c.cwd});
+  }
+  Reply r = JsonReply(200, model::E2bContextListToJson(list));
+  if (next) r.headers.emplace_back("X-Next-Cursor", *next);
+  ex->Respond(std::move(r));
+}
+
+Reply RestartContext(ServerState& s, const Request& rq) {
+  model::ApiError error;
+  if (!s.session_mgr->Restart(rq.param, rq.caller.name, &error)) return RefusalFor(rq, error);
+  return JsonReply(204, "");
+}
+
+void DeleteContext(const std::shared_ptr<Exchange>& ex) {
+  ex->s.e2b->Forget(ex->rq.param);
+  ex->OnWorker(
+      [&s = ex->s, id = ex->rq.param, owner = ex->rq.caller.name] {
+        model::ApiError error;
+        bool deleted = s.session_mgr->Delete(id, owner, &error);
+        return std::make_pair(deleted || error.kind == model::ErrorKind::kGone, error);
+      },
+      [ex](std::pair<bool, model::ApiError> r) {
+        if (!r.first) return ex->Refuse(r.second);
+        ex->Respond(JsonReply(204, ""));
+      });
+}
+
+// ---------------------------------------------------------------------------
+// /files: the default context's working directory.
+
+// ?path= (and ?username=, which must be E2B's one user); the sandbox path.
+std::optional<model::ApiError> FilesQuery(const Request& rq, bool path_required, std::optional<std::string>* e2b_path,
+                                          std::string* relative) {
+  bool malformed = false;
+  *e2b_path = QueryParam(rq.query, "path", &malformed);
+  if (malformed) return model::ApiError{model::ErrorKind::kBadRequest, "the path parameter has a malformed %-escape", ""};
+  if (std::optional<std::string> user = QueryParam(rq.query, "username", &malformed);
+      user && !user->empty() && *user != "user") {
+    return model::ApiError{model::ErrorKind::kUnauthorized,
+                           "user '" + user->substr(0, 40) + "' does not exist here: the sandbox has one user, 'user'", ""};
+  }
+  if (!*e2b_path) {
+    if (path_required) return model::ApiError{model::ErrorKind::kBadRequest, rq.method + " /files needs ?path=", ""};
+    return std::nullopt;
+  }
+  std::string why;
+  if (!model::E2bPathToSandbox(**e2b_path, relative, &why)) return model::ApiError{model::ErrorKind::kBadRequest, why, ""};
+  return std::nullopt;
+}
+
+void GetFile(const std::shared_ptr<Exchange>& ex) {
+  std::optional<std::string> e2b_path;
+  std::string relative;
+  if (auto bad = FilesQuery(ex->rq, true, &e2b_path, &relative)) return ex->Refuse(*bad);
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, relative](std::optional<std::string> id, model::ApiError error) {
+    if (!id) return ex->Refuse(error);
+    ex->OnWorker(
+        [&s = ex->s, id = *id, owner = ex->rq.caller.name, relative, rq = ex->rq] {
+          model::ApiError e;
+          std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, id, owner, &e);
+          if (!root) return RefusalFor(rq, e);
+          auto f = isolation::OpenSandboxFile(root->get(), relative);
+          if (!f.ok()) return RefusalFor(rq, session::SessionFileError(f.status()));
+          if (f->size > s.opt.max_file_bytes) {
+            return RefusalFor(rq, {model::ErrorKind::kPayloadTooLarge,
+                                   relative + " has " + std::to_string(f->size) + " bytes, more than the " +
+                                       std::to_string(s.opt.max_file_bytes) + " allowed (--max-file)",
+                                   ""});
+          }
+          Reply r;
+          r.file = std::make_shared<Reply::File>();
+          r.file->length = f->size;
+          r.file->fd = std::move(f->fd);
+          r.file->name = relative.substr(relative.rfind('/') + 1);
+          return r;
+        },
+        [ex](Reply r) { ex->Respond(std::move(r)); });
+  });
+}
+
+// What POST /files writes: a raw body to ?path=, or the multipart parts named
+// "file", each to ?path= (one part) or to its filename. The default context is
+// made first (before the body is read), then the body goes to the files as it
+// arrives.
+void PostFile(const std::shared_ptr<Exchange>& ex) {
+  std::optional<std::string> e2b_path;
+  std::string relative;
+  if (auto bad = FilesQuery(ex->rq, false, &e2b_path, &relative)) return ex->Refuse(*bad);
+  std::string ct = ex->rq.headers.content_type;
+  std::transform(ct.begin(), ct.end(), ct.begin(), [](unsigned char c) { return std::tolower(c); });
+  const bool raw = ct.rfind("application/octet-stream", 0) == 0;
+  std::unique_ptr<model::MultipartReader> reader;
+  if (raw && !e2b_path) return ex->Refuse({model::ErrorKind::kBadRequest, "POST /files with a raw body needs ?path=", ""});
+  if (!raw) {
+    std::string why;
+    if (!model::MultipartReader::Create(ex->rq.headers.content_type, kMaxUploadParts, &reader, &why)) {
+      return ex->Refuse({model::ErrorKind::kBadRequest, why, ""});
+    }
+  }
+  auto shared_reader = std::make_shared<std::unique_ptr<model::MultipartReader>>(std::move(reader));
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, raw, e2b_path, relative, shared_reader](std::optional<std::string> id,
+                                                                                        model::ApiError error) {
+    if (!id) return ex->Refuse(error);
+    struct Opened {
+      std::shared_ptr<BodySink> sink;
+      std::shared_ptr<FileSink> file;
+      std::shared_ptr<MultipartSink> parts;
+      model::ApiError error;
+    };
+    ex->OnWorker(
+        [&s = ex->s, id = *id, owner = ex->rq.caller.name, raw, e2b_path, relative, shared_reader] {
+          Opened o;
+          std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, id, owner, &o.error);
+          if (!root) return o;
+          if (raw) {
+            auto w = isolation::SandboxFileWriter::Open(root->get(), relative, /*make_parents=*/true);
+            if (!w.ok()) {
+              o.error = session::SessionFileError(w.status());
+              return o;
+            }
+            o.file = std::make_shared<FileSink>(std::move(*w), s.opt.max_file_bytes);
+            o.sink = o.file;
+          } else {
+            o.parts = std::make_shared<MultipartSink>(std::move(*root), std::move(*shared_reader), e2b_path,
+                                                      s.opt.max_file_bytes);
+            o.sink = o.parts;
+          }
+          return o;
+        },
+        [ex, relative](Opened o) {
+          if (!o.sink) return ex->Refuse(o.error);
+          ex->ReadBodyInto(o.sink, [ex, o, relative](Status st) {
+            if (st.code() == ErrorCode::kCancelled) return ex->Abandon();
+            if (!st.ok()) return ex->Refuse(session::SessionFileError(st));
+            std::vector<std::string> written;
+            if (o.file) written.push_back(model::E2bPathFromSandbox(relative));
+            if (o.parts) {
+              for (const auto& p : o.parts->written()) written.push_back(model::E2bPathFromSandbox(p));
+            }
+            ex->Respond(JsonReply(200, model::E2bWrittenFilesToJson(written)));
+          });
+        });
+  });
 }
 
 }  // namespace
 
-std::string E2bRoutes::RouteName(std::string_view path) {
-  if (path == "/execute") return "e2b:/execute";
-  if (path == "/health") return "e2b:/health";
-  if (path == "/files") return "e2b:/files";
-  if (path == kContexts) return "e2b:/contexts";
-  if (path.substr(0, kContexts.size() + 1) == "/contexts/") {
-    return path.size() > 8 && path.substr(path.size() - 8) == "/restart" ? "e2b:/contexts/{id}/restart"
-                                                                          : "e2b:/contexts/{id}";
-  }
-  return "e2b:other";
+std::vector<Route> E2bContexts::Table() {
+  using B = BodyPolicy;
+  using O = OwnerRule;
+  using P = ReplyPolicy;
+  using A = Accounting;
+  const Role kRun = Role::kRun;
+  return {
+      Row("GET", "/health", Role::kAny, O::kNone, B::kNone, RunsOn::kLoop, P::kJson, A::kNone, &Health),
+      Row("POST", "/execute", kRun, O::kInBody, B::kJson, RunsOn::kDriver, P::kRun, A::kRun, &Execute),
+      SmallJson(Row("POST", "/contexts", kRun, O::kCaller, B::kJson, RunsOn::kDriver, P::kJson, A::kRequest,
+                    &NewContext)),
+      Row("GET", "/contexts", kRun, O::kCaller, B::kNone, RunsOn::kLoop, P::kJson, A::kRequest, &ListContexts),
+      Row("POST", "/contexts/{id}/restart", kRun, O::kContext, B::kNone, RunsOn::kWorker, P::kJson, A::kRequest,
+          nullptr, &RestartContext),
+      Row("DELETE", "/contexts/{id}", kRun, O::kContext, B::kNone, RunsOn::kDriver, P::kJson, A::kRequest,
+          &DeleteContext),
+      Row("GET", "/files", kRun, O::kCaller, B::kNone, RunsOn::kDriver, P::kSandboxBytes, A::kRequest, &GetFile),
+      Row("POST", "/files", kRun, O::kCaller, B::kUpload, RunsOn::kDriver, P::kJson, A::kRequest, &PostFile),
+  };
 }
 
-bool E2bRoutes::IsExecute(std::string_view method, std::string_view path) {
-  return method == "POST" && path == "/execute";
+std::optional<model::ApiError> E2bContexts::Owner(const std::string& id, const std::string& owner) const {
+  auto it = IsContextId(id) ? contexts_.find(id) : contexts_.end();
+  if (it == contexts_.end() || it->second.owner != owner) return ContextNotFound(id);
+  return std::nullopt;
 }
 
-bool E2bRoutes::IsUpload(std::string_view method, std::string_view path) {
-  return method == "POST" && path == "/files";
+void E2bContexts::Forget(const std::string& id) {
+  auto it = contexts_.find(id);
+  if (it == contexts_.end()) return;
+  if (auto d = defaults_.find(it->second.owner); d != defaults_.end() && d->second == id) defaults_.erase(d);
+  contexts_.erase(it);
 }
 
-E2bReply E2bRoutes::Handle(const E2bRequest& rq, const E2bHooks& hooks) {
-  if (rq.path == "/health") {
-    if (rq.method != "GET") return MethodNotAllowed("GET");
-    if (rq.port == E2bPort::kEnvd) return Json(204, "");
-    return Json(200, "\"OK\"");
-  }
-  if (rq.path == "/execute") {
-    if (rq.method != "POST") return MethodNotAllowed("POST");
-    return Execute(rq, hooks);
-  }
-  if (rq.path == kContexts || rq.path.substr(0, kContexts.size() + 1) == "/contexts/") return Contexts(rq);
-  if (rq.path == "/files") return Files(rq);
-  return NotFound("no such endpoint: " + rq.path.substr(0, 256) +
-                  " (airlock's E2B listener serves /execute, /contexts, /files and /health; docs/api.md)");
-}
-
-std::optional<std::string> E2bRoutes::NewContext(const std::string& owner, const model::E2bContextRequest& request,
-                                                 model::ApiError* error) {
-  Context c;
-  c.owner = owner;
-  if (request.language && *request.language != "python") {
-    *error = NotPython(*request.language);
-    return std::nullopt;
-  }
-  if (request.cwd) {
-    // The sandbox has one working directory, /home/user.
-    if (*request.cwd != "/home/user" && *request.cwd != "/home/user/") {
-      *error = {model::ErrorKind::kBadRequest,
-                "cwd '" + request.cwd->substr(0, 200) + "' is not supported: a context's working directory is /home/user",
-                ""};
-      return std::nullopt;
+void E2bContexts::Prune() {
+  for (auto it = contexts_.begin(); it != contexts_.end();) {
+    model::ApiError error;
+    auto v = s_.session_mgr->Get(it->first, it->second.owner, &error);
+    if (v && v->state != "dead") {
+      ++it;
+      continue;
     }
+    if (auto d = defaults_.find(it->second.owner); d != defaults_.end() && d->second == it->first) defaults_.erase(d);
+    it = contexts_.erase(it);
   }
-  model::SessionCreateRequest create;
-  if (!opt_.profile.empty()) create.base.profile = opt_.profile;
-  // A session takes a warm run; when none is ready (a burst of contexts, the
-  // pool refilling) wait for one a little, as an E2B sandbox start would,
-  // rather than fail the SDK call. Blocking is fine: a session-pool thread.
-  session::Created made = mgr_.Create(owner, "", create, profile::Door::kE2b);
-  for (int i = 0; !made.ok && made.error.kind == model::ErrorKind::kUnavailable && i < opt_.create_retries; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    made = mgr_.Create(owner, "", create, profile::Door::kE2b);
-  }
-  if (!made.ok) {
-    *error = made.error;
-    return std::nullopt;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  contexts_[made.view.id] = c;
-  return made.view.id;
 }
 
-std::optional<std::string> E2bRoutes::DefaultContext(const std::string& owner, model::ApiError* error) {
-  std::lock_guard<std::mutex> create_lock(create_mu_);
-  std::string id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = defaults_.find(owner); it != defaults_.end()) id = it->second;
+std::vector<std::pair<std::string, E2bContexts::Context>> E2bContexts::Of(const std::string& owner) const {
+  std::vector<std::pair<std::string, Context>> out;
+  for (const auto& [id, c] : contexts_) {
+    if (c.owner == owner) out.emplace_back(id, c);
   }
-  if (!id.empty()) {
+  return out;
+}
+
+void E2bContexts::Default(const std::string& owner, Made done) {
+  if (auto it = defaults_.find(owner); it != defaults_.end()) {
     model::ApiError ignored;
-    if (mgr_.Live(id, owner, &ignored)) return id;
-    // It ended (idle expiry, TTL, a crash): as an E2B sandbox that timed
-    // out, its state is gone; the next execution starts a new one (its
+    if (s_.session_mgr->Live(it->second, owner, &ignored)) return done(it->second, {});
+    // It ended (idle expiry, TTL, a crash): as an E2B sandbox that timed out,
+    // its state is gone; the next execution starts a new one (its
     // execution_count starts at 1 again, which tells the client).
-    std::lock_guard<std::mutex> lock(mu_);
-    contexts_.erase(id);
-    defaults_.erase(owner);
+    Forget(it->second);
   }
-  auto made = NewContext(owner, {}, error);
-  if (!made) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
-  defaults_[owner] = *made;
-  return made;
-}
-
-E2bReply E2bRoutes::Execute(const E2bRequest& rq, const E2bHooks& hooks) {
-  model::E2bExecuteRequest req;
-  model::ApiError error;
-  if (!model::ParseE2bExecuteRequest(rq.body, opt_.caps, &req, &error)) return Error(error);
-  if (req.language && *req.language != "python") {
-    return Error(NotPython(*req.language));
-  }
-  std::string id;
-  if (req.context_id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = contexts_.find(*req.context_id);
-    if (it == contexts_.end() || it->second.owner != rq.owner) {
-      return NotFound("Context " + req.context_id->substr(0, 80) + " not found");
+  std::vector<Made>& waiting = making_[owner];
+  waiting.push_back(std::move(done));
+  if (waiting.size() > 1) return;  // being made: this one waits for it
+  Prune();
+  CreateSessionFromLoop(s_, owner, ContextSession(s_), profile::Door::kE2b, kCreateTries, [this, owner](session::Created made) {
+    std::vector<Made> waiters = std::move(making_[owner]);
+    making_.erase(owner);
+    if (made.ok) {
+      Add(made.view.id, owner);
+      defaults_[owner] = made.view.id;
     }
-    id = *req.context_id;
-  } else {
-    auto made = DefaultContext(rq.owner, &error);
-    if (!made) return Error(error);
-    id = *made;
-  }
-  model::ExecuteRequest request;
-  request.code = std::move(req.code);
-  request.env = std::move(req.env_vars);  // this execution's only
-  request.stream_output = true;
-  session::CallHooks call_hooks;
-  call_hooks.on_output = hooks.on_output;
-  if (hooks.on_started) call_hooks.on_started = [&] { hooks.on_started(id); };
-  session::CallReply call = mgr_.Execute(id, rq.owner, request, rq.request_id, call_hooks);
-  E2bReply r;
-  r.execute = true;
-  if (call.kind == session::CallReply::Kind::kRan) {
-    // number_of_executions goes with the results, not ahead of the output:
-    // the SDKs only record it, and one write less per call is what keeps
-    // the adapter's cost near zero on a loaded host (docs/benchmarks.md).
-    r.final_events = {{"number_of_executions", model::E2bNumberOfExecutions(call.call.execution_count)}};
-    for (auto& e : model::E2bFinalEvents(call.response)) r.final_events.push_back(std::move(e));
-    const std::string now = model::StreamTimestamp(std::chrono::system_clock::now());
-    std::vector<model::StreamEvent> all = {r.final_events.front()};
-    if (!call.response.run.stdout_text.empty()) {
-      all.push_back({"stdout", model::OutputEvent("stdout", call.response.run.stdout_text, now)});
+    for (Made& w : waiters) {
+      if (made.ok) w(made.view.id, {});
+      else w(std::nullopt, made.error);
     }
-    if (!call.response.run.stderr_text.empty()) {
-      all.push_back({"stderr", model::OutputEvent("stderr", call.response.run.stderr_text, now)});
-    }
-    all.insert(all.end(), r.final_events.begin() + 1, r.final_events.end());
-    r.body = Lines(all);
-    r.content_type = "application/x-ndjson";
-  } else if (call.kind == session::CallReply::Kind::kRejected) {
-    // The analyzer refused the code before it ran: the SDK's execution.error,
-    // so that an agent reads what to change (as a kernel's error would be).
-    std::string listing;
-    for (const auto& v : call.violations) {
-      listing += "line " + std::to_string(v.line) + ": " + v.message + " [" + v.rule + "]\n";
-    }
-    r.final_events.push_back(
-        {"error", model::E2bErrorEvent("PolicyViolation", call.error.message.empty()
-                                                              ? "the code was rejected by the sandbox's policy"
-                                                              : call.error.message,
-                                       listing)});
-    r.body = Lines(r.final_events);
-    r.content_type = "application/x-ndjson";
-    r.error = call.error;
-    r.violations = call.violations;
-  } else {
-    if (call.error.kind == model::ErrorKind::kNotFound || call.error.kind == model::ErrorKind::kGone) {
-      std::lock_guard<std::mutex> lock(mu_);
-      contexts_.erase(id);
-      if (auto it = defaults_.find(rq.owner); it != defaults_.end() && it->second == id) defaults_.erase(it);
-    }
-    r = Error(call.error);
-    r.execute = true;
-  }
-  r.call = std::move(call);
-  return r;
-}
-
-E2bReply E2bRoutes::Contexts(const E2bRequest& rq) {
-  model::ApiError error;
-  if (rq.path == kContexts) {
-    if (rq.method == "GET") {
-      std::vector<model::E2bContext> list;
-      std::vector<std::pair<std::string, Context>> mine;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (const auto& [id, c] : contexts_) {
-          if (c.owner == rq.owner) mine.emplace_back(id, c);
-        }
-      }
-      for (const auto& [id, c] : mine) {
-        model::ApiError ignored;
-        if (mgr_.Get(id, rq.owner, &ignored)) list.push_back({id, c.language, c.cwd});
-      }
-      return Json(200, model::E2bContextListToJson(list));
-    }
-    if (rq.method != "POST") return MethodNotAllowed("GET, POST");
-    model::E2bContextRequest req;
-    if (!model::ParseE2bContextRequest(rq.body, opt_.caps, &req, &error)) return Error(error);
-    auto id = NewContext(rq.owner, req, &error);
-    if (!id) return Error(error);
-    return Json(200, model::E2bContextToJson({*id, "python", "/home/user"}));
-  }
-  std::string_view rest = std::string_view(rq.path).substr(kContexts.size() + 1);
-  bool restart = false;
-  if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
-    if (rest.substr(slash) != "/restart") return NotFound("no such endpoint: " + rq.path.substr(0, 256));
-    restart = true;
-    rest = rest.substr(0, slash);
-  }
-  std::string id(rest);
-  bool known = false;
-  if (IsContextId(id)) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = contexts_.find(id);
-    known = it != contexts_.end() && it->second.owner == rq.owner;
-  }
-  if (!known) return NotFound("Context " + id.substr(0, 80) + " not found");
-  if (restart) {
-    if (rq.method != "POST") return MethodNotAllowed("POST");
-    if (!mgr_.Restart(id, rq.owner, &error)) return Error(error);
-    return Json(204, "");
-  }
-  if (rq.method != "DELETE") return MethodNotAllowed("DELETE");
-  bool deleted = mgr_.Delete(id, rq.owner, &error);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    contexts_.erase(id);
-    if (auto it = defaults_.find(rq.owner); it != defaults_.end() && it->second == id) defaults_.erase(it);
-  }
-  if (!deleted && error.kind != model::ErrorKind::kGone) return Error(error);
-  return Json(204, "");
-}
-
-E2bReply E2bRoutes::Files(const E2bRequest& rq) {
-  if (rq.method != "GET" && rq.method != "POST") return MethodNotAllowed("GET, POST");
-  bool malformed = false;
-  std::optional<std::string> path = QueryValue(rq.query, "path", &malformed);
-  if (malformed) return Error({model::ErrorKind::kBadRequest, "the path parameter has a malformed %-escape", ""});
-  if (std::optional<std::string> user = QueryValue(rq.query, "username", &malformed);
-      user && !user->empty() && *user != "user") {
-    return Error({model::ErrorKind::kUnauthorized,
-                  "user '" + user->substr(0, 40) + "' does not exist here: the sandbox has one user, 'user'", ""});
-  }
-  // What to write: a raw body to `path`, or the multipart parts named
-  // "file", each to `path` (one part) or to its filename.
-  std::vector<std::pair<std::string, std::string_view>> writes;  // (E2B path, bytes)
-  std::vector<model::MultipartPart> parts;
-  if (rq.method == "POST") {
-    std::string ct = rq.content_type;
-    std::transform(ct.begin(), ct.end(), ct.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (ct.rfind("application/octet-stream", 0) == 0) {
-      if (!path) return Error({model::ErrorKind::kBadRequest, "POST /files with a raw body needs ?path=", ""});
-      writes.emplace_back(*path, rq.body);
-    } else {
-      std::string why;
-      if (!model::ParseMultipartFormData(rq.content_type, rq.body, opt_.max_upload_parts, &parts, &why)) {
-        return Error({model::ErrorKind::kBadRequest, why, ""});
-      }
-      for (const auto& p : parts) {
-        if (p.name != "file") continue;
-        std::string target = path ? *path : p.filename;
-        if (target.empty()) {
-          return Error({model::ErrorKind::kBadRequest, "an uploaded file has neither ?path= nor a filename", ""});
-        }
-        writes.emplace_back(std::move(target), p.body);
-      }
-      if (writes.empty()) return Error({model::ErrorKind::kBadRequest, "no multipart field named 'file'", ""});
-      if (path && writes.size() > 1) {
-        return Error({model::ErrorKind::kBadRequest, "?path= names one file but the body has several", ""});
-      }
-    }
-  } else if (!path) {
-    return Error({model::ErrorKind::kBadRequest, "GET /files needs ?path=", ""});
-  }
-  // Every path is checked before anything is written.
-  std::vector<std::string> relative;
-  for (const auto& w : writes) {
-    std::string rel, why;
-    if (!model::E2bPathToSandbox(w.first, &rel, &why)) return Error({model::ErrorKind::kBadRequest, why, ""});
-    if (static_cast<int64_t>(w.second.size()) > opt_.max_file_bytes) {
-      return Error({model::ErrorKind::kPayloadTooLarge,
-                    "the upload is over this server's cap of " + std::to_string(opt_.max_file_bytes) + " bytes", ""});
-    }
-    relative.push_back(std::move(rel));
-  }
-  std::string read_rel;
-  if (rq.method == "GET") {
-    std::string why;
-    if (!model::E2bPathToSandbox(*path, &read_rel, &why)) return Error({model::ErrorKind::kBadRequest, why, ""});
-  }
-  model::ApiError error;
-  auto id = DefaultContext(rq.owner, &error);
-  if (!id) return Error(error);
-  std::shared_ptr<session::LiveSession> live = mgr_.Live(*id, rq.owner, &error);
-  if (!live) return Error(error);
-  // The session's working directory through its init's root: every path is
-  // resolved beneath it with no symlink followed (isolation/sandbox_files.h).
-  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), isolation::kWorkspaceDir);
-  if (!root.ok()) {
-    return Error({model::ErrorKind::kGone, "the sandbox's working directory is gone: " + root.status().ToString(), ""});
-  }
-  if (rq.method == "GET") {
-    int64_t total = 0;
-    auto data = isolation::ReadSandboxFile(root->get(), read_rel, opt_.max_file_bytes, 0, -1, &total);
-    if (!data.ok()) return Error(session::SessionFileError(data.status()));
-    E2bReply r;
-    r.content_type = "application/octet-stream";
-    r.body = std::move(*data);
-    return r;
-  }
-  std::vector<std::string> written;
-  for (size_t i = 0; i < writes.size(); ++i) {
-    if (Status s = isolation::WriteSandboxFile(root->get(), relative[i], writes[i].second, /*make_parents=*/true);
-        !s.ok()) {
-      return Error(session::SessionFileError(s));
-    }
-    written.push_back(model::E2bPathFromSandbox(relative[i]));
-  }
-  return Json(200, model::E2bWrittenFilesToJson(written));
+  });
 }
 
 }  // namespace airlock::api

@@ -1,13 +1,15 @@
 #include "api/mcp_routes.h"
 
-#include <sys/random.h>
-
 #include <algorithm>
-#include <future>
 
-#include "base/clock.h"
-#include "base/log.h"
+#include "api/admission.h"
+#include "api/call_driver.h"
+#include "api/exchange.h"
+#include "api/run_driver.h"
+#include "api/server_state.h"
+#include "api/session_routes.h"
 #include "base/random.h"
+#include "model/mcp.h"
 
 namespace airlock::api {
 namespace {
@@ -15,11 +17,8 @@ namespace {
 // 128 random bits from getrandom, as hex: visible ASCII, as the spec asks.
 std::string NewConversationId() { return "mcp-" + base::RandomHex(16); }
 
-McpHttpReply JsonRpcError(int status, int code, const std::string& message, const std::string& id_json = "null") {
-  McpHttpReply r;
-  r.status = status;
-  r.body = model::McpErrorLine(id_json, code, message);
-  return r;
+Reply JsonRpcError(int status, int code, const std::string& message, const std::string& id_json = "null") {
+  return JsonReply(status, model::McpErrorLine(id_json, code, message));
 }
 
 bool AcceptsJson(std::string_view accept) {
@@ -28,256 +27,302 @@ bool AcceptsJson(std::string_view accept) {
          accept.find("application/*") != std::string_view::npos;
 }
 
-std::string QueryValue(std::string_view query, std::string_view key) {
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view part = query.substr(0, amp);
-    if (part.size() > key.size() && part.substr(0, key.size()) == key && part[key.size()] == '=') {
-      return std::string(part.substr(key.size() + 1, 64));
-    }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  return "";
+model::ApiError SessionNotFound() {
+  model::ApiError e{model::ErrorKind::kNotFound, "Session not found (it ended or expired): initialize again", ""};
+  return e;
 }
 
 }  // namespace
 
-struct McpRoutes::Conversation {
-  std::unique_ptr<mcp::McpServer> server;
-  std::string owner;
-  Clock::time_point last_used;
-  int in_flight = 0;  // requests being handled (mu_)
-};
-
-McpRoutes::McpRoutes(const service::Service& service, session::SessionManager& sessions, McpRouteOptions options,
-                     LaunchOn launch, LaunchOn reap)
-    : svc_(service), sessions_(sessions), opt_(std::move(options)), launch_(std::move(launch)), reap_(std::move(reap)) {}
-
-McpRoutes::~McpRoutes() {
-  std::map<std::string, std::shared_ptr<Conversation>> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    all.swap(conversations_);
-  }
-  for (auto& [id, c] : all) c->server->CloseSessions();
-}
-
-size_t McpRoutes::conversations() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return conversations_.size();
-}
-
-void McpRoutes::Sweep() {
-  std::vector<std::shared_ptr<Conversation>> ended;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto cutoff = Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(opt_.conversation_idle_s));
-    for (auto it = conversations_.begin(); it != conversations_.end();) {
-      if (it->second->in_flight == 0 && it->second->last_used < cutoff) {
-        ended.push_back(it->second);
-        it = conversations_.erase(it);
-      } else {
-        ++it;
+struct McpHandlers {
+  // A message, answered on the loop; a tool call it carries is driven from there.
+  static void Post(const std::shared_ptr<Exchange>& ex) {
+    McpSessions& m = *ex->s.mcp;
+    m.Sweep();
+    const Request& rq = ex->rq;
+    if (!rq.headers.mcp_version.empty()) {
+      const auto* b = std::begin(mcp::kProtocolVersions);
+      const auto* e = std::end(mcp::kProtocolVersions);
+      if (std::find(b, e, rq.headers.mcp_version) == e) {
+        return ex->Respond(JsonRpcError(400, -32000,
+                                        "Bad Request: unsupported MCP-Protocol-Version '" +
+                                            rq.headers.mcp_version.substr(0, 32) +
+                                            "' (supported: 2025-11-25, 2025-06-18, 2025-03-26)"));
       }
     }
+    if (!AcceptsJson(rq.headers.accept)) {
+      return ex->Respond(
+          JsonRpcError(406, -32000, "Not Acceptable: this server answers application/json; list it in Accept"));
+    }
+    // The message is parsed once, by the MCP session's server (a new one for
+    // a message without Mcp-Session-Id: it is kept only if that message is an
+    // initialize within the quotas), on a worker when it is large.
+    std::shared_ptr<mcp::McpServer> server;
+    if (rq.headers.mcp_session.empty()) {
+      server = m.New(rq.caller.name, Caps(ex->s));
+    } else {
+      auto it = m.sessions_.find(rq.headers.mcp_session);
+      if (it == m.sessions_.end() || it->second.owner != rq.caller.name) return ex->Refuse(SessionNotFound());
+      it->second.last_used = Clock::now();
+      server = it->second.server;
+    }
+    ex->OnWorkerIf(
+        rq.body.size() > kInlineBytes, [server, body = std::move(ex->rq.body)] { return server->Begin(body); },
+        [ex, server](mcp::McpServer::Step step) { Begun(ex, server, std::move(step)); });
   }
-  for (auto& c : ended) c->server->CloseSessions();
+
+  // The message parsed (and answered, unless it is a tool call to run).
+  static void Begun(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<mcp::McpServer>& server,
+                    mcp::McpServer::Step step) {
+    McpSessions& m = *ex->s.mcp;
+    const Request& rq = ex->rq;
+    std::string new_id;
+    if (step.invalid) return ex->Respond(JsonReply(400, std::move(*step.answer)));  // as the TS SDK's server
+    if (step.method == "initialize" && !rq.headers.mcp_session.empty()) {
+      return ex->Respond(JsonRpcError(400, model::kJsonRpcInvalidRequest,
+                                      "Bad Request: initialize opens a new MCP session; send it without "
+                                      "Mcp-Session-Id"));
+    }
+    if (rq.headers.mcp_session.empty()) {
+      if (step.method != "initialize") {
+        return ex->Respond(
+            JsonRpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required (initialize first)"));
+      }
+      if (auto refused = m.Admit(rq.caller.name)) return ex->Refuse(*refused);
+      new_id = NewConversationId();
+      m.Keep(new_id, rq.caller.name, server);
+    }
+    if (!step.tool) {
+      Reply r;
+      if (!new_id.empty()) r.headers.emplace_back("Mcp-Session-Id", new_id);
+      if (!step.answer) {
+        r.status = 202;
+        r.content_type = "text/plain";
+        return ex->Respond(std::move(r));
+      }
+      r.body = std::move(*step.answer);
+      return ex->Respond(std::move(r));
+    }
+    const std::string id = rq.headers.mcp_session;
+    if (auto it = m.sessions_.find(id); it != m.sessions_.end()) ++it->second.in_flight;
+    RunTool(ex, server, std::make_shared<mcp::ToolCall>(std::move(*step.tool)), id);
+  }
+
+  // DELETE /mcp: the MCP session ends, and the airlock sessions it made (on a worker: kills).
+  static void Delete(const std::shared_ptr<Exchange>& ex) {
+    McpSessions& m = *ex->s.mcp;
+    if (ex->rq.headers.mcp_session.empty()) {
+      return ex->Respond(
+          JsonRpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required (initialize first)"));
+    }
+    auto it = m.sessions_.find(ex->rq.headers.mcp_session);
+    if (it == m.sessions_.end() || it->second.owner != ex->rq.caller.name) return ex->Refuse(SessionNotFound());
+    std::shared_ptr<mcp::McpServer> server = it->second.server;
+    m.sessions_.erase(it);
+    ex->OnWorker(
+        [server] {
+          server->CloseSessions();
+          return 0;
+        },
+        [ex](int) { ex->Respond(JsonReply(200, "{}")); });
+  }
+
+ private:
+  static model::McpCaps Caps(const ServerState& s) {
+    model::McpCaps caps;
+    caps.max_bytes = s.opt.max_body_bytes;
+    caps.max_depth = s.opt.max_json_depth;
+    caps.max_code_bytes = s.opt.max_code_bytes;
+    return caps;
+  }
+
+  static void Answer(const std::shared_ptr<Exchange>& ex, const std::string& conversation, const mcp::ToolCall& t,
+                     std::string line) {
+    McpSessions& m = *ex->s.mcp;
+    if (auto it = m.sessions_.find(conversation); it != m.sessions_.end()) {
+      --it->second.in_flight;
+      it->second.last_used = Clock::now();
+    }
+    // The call's execution record is this request's record, under the
+    // call's request id (mcp_...: its run's, in the logs).
+    if (t.audited) {
+      model::AuditRecord& a = ex->audit;
+      const model::AuditRecord& r = t.record;
+      a.request_id = r.request_id;
+      a.profile = r.profile;
+      a.code_sha256 = r.code_sha256;
+      a.code_bytes = r.code_bytes;
+      a.verdict = r.verdict;
+      a.violations = r.violations;
+      a.exit_code = r.exit_code;
+      a.signal = r.signal;
+      a.kill_reason = r.kill_reason;
+      a.run_ms = r.run_ms;
+      a.cpu_ms = r.cpu_ms;
+      a.max_rss_kb = r.max_rss_kb;
+      a.error = r.error;
+      a.approval_id = r.approval_id;
+      ex->execution = true;
+    }
+    if (ex->gone()) return ex->Abandon();
+    ex->Respond(JsonReply(200, std::move(line)));
+  }
+
+  static void RunTool(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<mcp::McpServer>& server,
+                      const std::shared_ptr<mcp::ToolCall>& t, const std::string& conversation) {
+    ServerState& s = ex->s;
+    auto answer = [ex, t, conversation](std::string line) { Answer(ex, conversation, *t, std::move(line)); };
+    switch (t->kind) {
+      case mcp::ToolCall::Kind::kOneShot: {
+        auto prepared = [ex, server, t, answer](service::Prepared p) {
+          if (auto line = server->OneShotPrepared(*t, p)) return answer(std::move(*line));
+          auto driver_of = std::make_shared<std::shared_ptr<RunDriver>>();
+          uint64_t ticket = 0;
+          RunSlots::Result r = RunWhenSlotFree(
+              ex->s, std::move(p.plan), [driver_of](const std::shared_ptr<RunDriver>& d) { *driver_of = d; },
+              [ex, server, t, answer](RunOutcome o) {
+                // The tool's answer is made on a worker when it is large (figures, megabytes of output).
+                const bool large = o.status.ok() && AnswerBytes(o.response) > kInlineBytes;
+                ex->OnWorkerIf(
+                    large,
+                    [server, t, o = std::move(o)]() mutable {
+                      return server->OneShotDone(*t, o.status.ok()
+                                                         ? StatusOr<model::ExecuteResponse>(std::move(o.response))
+                                                         : StatusOr<model::ExecuteResponse>(o.status));
+                    },
+                    answer);
+              },
+              &ticket);
+          if (r == RunSlots::kFull) {
+            return answer(server->OneShotDone(
+                *t, Status(ErrorCode::kResourceExhausted,
+                           "the server is busy: " + std::to_string(ex->s.slots.running()) + " runs executing and " +
+                               std::to_string(ex->s.slots.queued()) + " queued; retry shortly")));
+          }
+          ex->WatchDisconnect([ex, driver_of, ticket] {
+            if (*driver_of) return (*driver_of)->Cancel("the client disconnected");
+            ex->s.slots.Cancel(ticket);  // never started: nothing ran, the exchange is abandoned
+            ex->Abandon();
+          });
+        };
+        if (t->call.execute.code.size() <= kInlineBytes) return prepared(s.svc.Prepare(t->call.execute, t->request_id));
+        return ex->OnWorker([&svc = s.svc, request = t->call.execute, id = t->request_id] { return svc.Prepare(request, id); },
+                            std::move(prepared));
+      }
+      case mcp::ToolCall::Kind::kSessionCall: {
+        const std::string id = t->call.session_id;
+        ex->WatchDisconnect([&s, id] { s.session_mgr->Cancel(id, "the client disconnected"); });
+        std::weak_ptr<Exchange> weak = ex;
+        return StartSessionCall(
+            s, {id, ex->rq.caller.name, t->request_id, t->call.execute, {}},
+            [](const session::CallReply&) { return Reply(); },
+            [ex, server, t, answer](bool, session::CallReply c, Reply) {
+              ex->OnWorkerIf(
+                  AnswerBytes(c.response) > kInlineBytes,
+                  [server, t, c = std::move(c)] { return server->SessionCallDone(*t, c); }, answer);
+            },
+            [weak] {
+              auto e = weak.lock();
+              return !e || e->gone();
+            });
+      }
+      case mcp::ToolCall::Kind::kCreateSession: {
+        model::SessionCreateRequest req;
+        req.base.profile = t->call.execute.profile;
+        req.base.env = t->call.execute.env;
+        // A session is a warm run: while none is ready, retried from the loop
+        // (up to 15 s) rather than handing the model a "retry shortly".
+        return CreateSessionFromLoop(s, ex->rq.caller.name, std::move(req), profile::Door::kMcp, 150,
+                                     [server, t, answer](session::Created made) {
+                                       answer(server->SessionCreated(*t, made));
+                                     });
+      }
+      case mcp::ToolCall::Kind::kBlocking:
+        return ex->OnWorker([server, t] { return server->RunBlockingTool(*t); }, answer);
+    }
+  }
+};
+
+McpSessions::~McpSessions() {
+  for (auto& [id, c] : sessions_) c.server->CloseSessions();
 }
 
-// A one-shot run for an HTTP MCP call: launched on the launcher thread (as
-// every run of the server is), supervised here, on this worker thread.
-StatusOr<model::ExecuteResponse> McpRoutes::RunOneShot(service::Plan& plan) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (runs_ >= opt_.max_concurrent_runs) {
-      return Unavailable("the server is running as many MCP calls as it allows (" +
-                         std::to_string(opt_.max_concurrent_runs) + "); retry shortly");
-    }
-    ++runs_;
+std::optional<model::ApiError> McpSessions::Owner(const std::string& id, const std::string& owner) const {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second.owner != owner) return SessionNotFound();
+  return std::nullopt;
+}
+
+std::optional<model::ApiError> McpSessions::Admit(const std::string& owner) const {
+  if (sessions_.size() >= opt_.max_sessions) {
+    return QuotaError("mcp_sessions", "--max-mcp-sessions",
+                      std::to_string(sessions_.size()) + " MCP sessions are open, the most this server keeps; end one "
+                      "with DELETE /mcp or retry later",
+                      5);
   }
-  // The run keeps its place in the cap until it is torn down (on the reaper,
-  // after the answer), as a run of /v1/execute keeps its slot.
-  auto release = [this] {
-    std::lock_guard<std::mutex> lock(mu_);
-    --runs_;
+  if (opt_.per_owner) {
+    size_t mine = 0;
+    for (const auto& [id, c] : sessions_) mine += c.owner == owner;
+    if (mine >= opt_.max_per_owner) {
+      return QuotaError("mcp_sessions_per_owner", "--max-mcp-sessions-per-owner",
+                        "token '" + owner + "' has " + std::to_string(mine) +
+                            " MCP sessions open, the most it may; end one with DELETE /mcp",
+                        5);
+    }
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<mcp::McpServer> McpSessions::New(const std::string& owner, const model::McpCaps& caps) {
+  mcp::McpOptions o;
+  o.version = opt_.version;
+  o.caps = caps;
+  o.owner = owner;
+  o.max_file_bytes = s_.opt.max_file_bytes;
+  // Held code: through the approvals book, right here on the loop (where the
+  // book lives), with the owner's quota.
+  ServerState& s = s_;
+  o.hold = [&s](service::Prepared p, const std::string& who) -> StatusOr<mcp::McpOptions::Held> {
+    const std::string request_id = p.plan ? p.plan->request_id : std::string();
+    std::string approval;
+    if (auto refused = s.Hold(std::move(p), who, request_id, &approval)) {
+      return Status(ErrorCode::kResourceExhausted, refused->message);
+    }
+    return mcp::McpOptions::Held{approval, s.approvals->PendingJson(approval)};
   };
-  auto promise = std::make_shared<std::promise<StatusOr<std::unique_ptr<exec::Execution>>>>();
-  auto future = promise->get_future();
-  launch_([this, promise, &plan] { promise->set_value(svc_.Start(plan)); });
-  StatusOr<std::unique_ptr<exec::Execution>> ex = Unavailable("the server is shutting down");
-  try {
-    ex = future.get();
-  } catch (const std::future_error&) {
-    // The launch was dropped (the server stopped its launcher): nothing ran.
-  }
-  if (!ex.ok()) {
-    release();
-    return ex.status();
-  }
-  bool handed = false;
-  auto r = svc_.Supervise(plan, std::move(*ex), [this, &handed, release](std::unique_ptr<exec::Execution> done) {
-    handed = true;
-    auto held = std::make_shared<std::unique_ptr<exec::Execution>>(std::move(done));
-    reap_([held, release] {
-      held->reset();
-      release();
-    });
-  });
-  if (!handed) release();
-  return r;
+  // Request ids reach logs and the audit trail: never derived from the MCP session id.
+  o.request_id_prefix = "mcp_" + NewConversationId().substr(4, 8) + "_";
+  return std::make_shared<mcp::McpServer>(s_.svc, s_.session_mgr.get(), std::move(o));
 }
 
-McpHttpReply McpRoutes::Handle(const McpHttpRequest& rq) {
-  if (rq.method == "GET") {
-    McpHttpReply r = JsonRpcError(405, -32000, "Method not allowed: this server sends no server-initiated stream; "
-                                               "POST JSON-RPC messages to /mcp");
-    r.headers.emplace_back("Allow", "POST, DELETE");
-    return r;
-  }
-  if (rq.method != "POST" && rq.method != "DELETE") {
-    McpHttpReply r = JsonRpcError(405, -32000, "Method not allowed; use POST (or DELETE to end the session)");
-    r.headers.emplace_back("Allow", "POST, DELETE");
-    return r;
-  }
-  Sweep();
-  if (!rq.protocol_version.empty()) {
-    const auto* b = std::begin(mcp::kProtocolVersions);
-    const auto* e = std::end(mcp::kProtocolVersions);
-    if (std::find(b, e, rq.protocol_version) == e) {
-      return JsonRpcError(400, -32000, "Bad Request: unsupported MCP-Protocol-Version '" +
-                                           rq.protocol_version.substr(0, 32) + "' (supported: 2025-11-25, "
-                                           "2025-06-18, 2025-03-26)");
+void McpSessions::Keep(const std::string& id, const std::string& owner, std::shared_ptr<mcp::McpServer> server) {
+  Conversation c;
+  c.server = std::move(server);
+  c.owner = owner;
+  c.last_used = Clock::now();
+  sessions_[id] = std::move(c);
+}
+
+void McpSessions::Sweep() {
+  auto cutoff = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.idle_s));
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.in_flight == 0 && it->second.last_used < cutoff) {
+      std::shared_ptr<mcp::McpServer> server = it->second.server;
+      net::post(*s_.session_pool, [server] { server->CloseSessions(); });
+      it = sessions_.erase(it);
+    } else {
+      ++it;
     }
   }
-  auto find = [&](McpHttpReply* refusal) -> std::shared_ptr<Conversation> {
-    if (rq.session_id.empty()) {
-      *refusal = JsonRpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required (initialize first)");
-      return nullptr;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = conversations_.find(rq.session_id);
-    // Another token's MCP session is answered exactly as one that never existed.
-    if (it == conversations_.end() || it->second->owner != rq.owner) {
-      *refusal = JsonRpcError(404, -32001, "Session not found (it ended or expired): initialize again");
-      return nullptr;
-    }
-    it->second->last_used = Clock::now();
-    ++it->second->in_flight;
-    return it->second;
+}
+
+std::vector<Route> McpSessions::Table() {
+  return {
+      Row("POST", "/mcp", Role::kRun, OwnerRule::kMcpSession, BodyPolicy::kJson, RunsOn::kDriver,
+          ReplyPolicy::kJsonRpc, Accounting::kRun, &McpHandlers::Post),
+      Row("DELETE", "/mcp", Role::kRun, OwnerRule::kMcpSession, BodyPolicy::kNone, RunsOn::kDriver,
+          ReplyPolicy::kJsonRpc, Accounting::kRequest, &McpHandlers::Delete),
   };
-
-  if (rq.method == "DELETE") {
-    McpHttpReply refusal;
-    std::shared_ptr<Conversation> c = find(&refusal);
-    if (!c) return refusal;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --c->in_flight;
-      conversations_.erase(rq.session_id);
-    }
-    c->server->CloseSessions();
-    McpHttpReply r;
-    r.status = 200;
-    r.body = "{}";
-    return r;
-  }
-
-  if (!AcceptsJson(rq.accept)) {
-    return JsonRpcError(406, -32000, "Not Acceptable: this server answers application/json; list it in Accept");
-  }
-  model::McpCaps caps;
-  caps.max_bytes = opt_.max_message_bytes;
-  caps.max_depth = opt_.max_depth;
-  caps.max_code_bytes = opt_.max_code_bytes;
-  model::McpMessage m;
-  model::ParseMcpMessage(rq.body, caps, &m);
-  if (m.kind == model::McpMessage::kInvalid) {
-    // What the TS SDK's server answers too: 400 with the JSON-RPC error.
-    return JsonRpcError(400, m.error_code, m.error_message, m.id_json);
-  }
-
-  std::shared_ptr<Conversation> conv;
-  std::string new_id;
-  if (m.kind == model::McpMessage::kRequest && m.method == "initialize") {
-    if (!rq.session_id.empty()) {
-      return JsonRpcError(400, model::kJsonRpcInvalidRequest,
-                          "Bad Request: initialize opens a new MCP session; send it without Mcp-Session-Id",
-                          m.id_json);
-    }
-    conv = std::make_shared<Conversation>();
-    new_id = NewConversationId();
-    mcp::McpOptions o;
-    o.version = opt_.version;
-    o.caps = caps;
-    o.owner = rq.owner;
-    o.max_file_bytes = opt_.max_file_bytes;
-    o.hold = opt_.hold;
-    if (opt_.audit) {
-      o.audit = [audit = opt_.audit, address = rq.client_address](model::AuditRecord r) {
-        r.client_address = address;
-        r.http_status = 200;
-        audit(std::move(r));
-      };
-    }
-    // Request ids reach logs and the audit trail: never derived from the MCP session id.
-    o.request_id_prefix = "mcp_" + NewConversationId().substr(4, 8) + "_";
-    conv->server = std::make_unique<mcp::McpServer>(
-        svc_, &sessions_, std::move(o), [this](service::Plan& plan) { return RunOneShot(plan); });
-    conv->owner = rq.owner;
-    conv->last_used = Clock::now();
-    conv->in_flight = 1;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (conversations_.size() >= opt_.max_conversations) {
-      McpHttpReply r = JsonRpcError(503, -32000, "too many open MCP sessions (" +
-                                                     std::to_string(opt_.max_conversations) +
-                                                     "); end one with DELETE /mcp or retry later", m.id_json);
-      r.headers.emplace_back("Retry-After", "5");
-      return r;
-    }
-    conversations_[new_id] = conv;
-  } else {
-    McpHttpReply refusal;
-    conv = find(&refusal);
-    if (!conv) return refusal;
-  }
-  std::optional<std::string> answer = conv->server->Handle(rq.body);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --conv->in_flight;
-    conv->last_used = Clock::now();
-  }
-  McpHttpReply r;
-  if (!new_id.empty()) r.headers.emplace_back("Mcp-Session-Id", new_id);
-  if (!answer) {
-    r.status = 202;
-    r.content_type = "text/plain";
-    return r;
-  }
-  r.body = std::move(*answer);
-  return r;
-}
-
-McpHttpReply McpRoutes::Tools(std::string_view query) const {
-  std::string format = QueryValue(query, "format");
-  if (format.empty()) format = "openai";
-  model::McpToolsInfo info;
-  info.default_profile = svc_.profiles().DefaultFor(profile::Door::kMcp).name;
-  info.profiles = svc_.profiles().Names();
-  for (const profile::Profile& p : svc_.profiles().profiles()) {
-    info.max_timeout_s = std::max(info.max_timeout_s, p.resources.timeout_max_s);
-  }
-  info.max_file_bytes = opt_.max_file_bytes;
-  McpHttpReply r;
-  r.body = model::ToolDefinitions(format, info);
-  if (r.body.empty()) {
-    r.status = 400;
-    r.body = model::ErrorToJson({model::ErrorKind::kBadRequest,
-                                 "format must be openai, openai-responses, anthropic or mcp", "format"},
-                                "");
-  }
-  return r;
 }
 
 }  // namespace airlock::api

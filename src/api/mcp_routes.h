@@ -1,105 +1,77 @@
 // MCP over Streamable HTTP at /mcp (protocol 2025-11-25 back to 2025-03-26,
-// JSON answers, no SSE) and GET /v1/tools, apart from the connection handling
-// in server.cc. Each MCP session (Mcp-Session-Id, issued at initialize) is one
-// mcp::McpServer bound to the token that opened it.
-//
-//   McpRoutes routes(service, sessions, options, launch, reap);
-//   if (path == "/mcp") {
-//     McpHttpReply r = routes.Handle(rq);   // blocking (a tools/call runs the code): a worker thread
-//     send(r.status, r.body, r.content_type, r.headers);
-//   }
+// JSON answers, no SSE): its rows of the API's route table, and the MCP
+// sessions (Mcp-Session-Id, issued at initialize), each one mcp::McpServer
+// bound to the token that opened it. Everything here runs on the event loop:
+// a message is answered there (mcp::McpServer::Begin never blocks) and its
+// tool calls are driven from there like every other door's work: a one-shot
+// execute_python takes a run slot of the API's (api/run_slots.h), a session
+// call is fed from the loop (api/call_driver.h), create_session is retried
+// from the loop while no warm run is ready, and only the file tools and
+// close_session block a worker thread, for the call alone.
 //
 //   POST   /mcp   one JSON-RPC message: 200 application/json (a request), 202 (a
 //                 notification or response); initialize mints Mcp-Session-Id;
-//                 every other message needs it: missing 400, unknown 404
-//   GET    /mcp   405 (no server-initiated stream)
+//                 every other message needs it: missing 400, unknown or another
+//                 token's 404 (phase 5, before the body is read)
 //   DELETE /mcp   ends the MCP session and the airlock sessions it created: 200
+//   GET    /mcp   405 (no server-initiated stream)
 #pragma once
 
-#include <chrono>
-#include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
-#include <string_view>
-#include <utility>
 #include <vector>
 
+#include "api/route.h"
+#include "base/clock.h"
 #include "mcp/mcp_server.h"
-#include "service/service.h"
-#include "session/session_manager.h"
+#include "model/execute.h"
 
 namespace airlock::api {
 
-struct McpHttpRequest {
-  std::string method;            // "POST", "GET", "DELETE", ...
-  std::string client_address;    // for the audit record
-  std::string body;
-  std::string owner;             // the token's name ("" without tokens)
-  std::string session_id;        // the Mcp-Session-Id header
-  std::string protocol_version;  // the MCP-Protocol-Version header
-  std::string accept;            // the Accept header
-};
+class ServerState;
 
-struct McpHttpReply {
-  int status = 200;
-  std::string body;
-  std::string content_type = "application/json";
-  std::vector<std::pair<std::string, std::string>> headers;
-};
-
-struct McpRouteOptions {
-  std::string version;                   // airlock's, in serverInfo
-  size_t max_message_bytes = size_t{2} << 20;
-  size_t max_depth = 32;
-  size_t max_code_bytes = size_t{1} << 20;
-  int64_t max_file_bytes = int64_t{32} << 20;
-  size_t max_conversations = 256;        // MCP sessions at once; beyond: 503 at initialize
-  double conversation_idle_s = 3600;     // an MCP session unused this long is ended
-  size_t max_concurrent_runs = 8;        // one-shot execute_python calls at once; beyond: a tool error
-  // Each execute_python's audit record (route "/mcp"); may be unset.
-  std::function<void(model::AuditRecord)> audit;
-  // Holds code its profile keeps for a person (mcp::McpOptions::hold); the
-  // owner is the MCP session's token. Unset: such code is refused.
-  std::function<StatusOr<mcp::McpOptions::Held>(service::Prepared, const std::string& owner)> hold;
-};
-
-// Runs `fn` on the server's launcher thread (the one thread that launches runs).
-using LaunchOn = std::function<void(std::function<void()> fn)>;
-
-class McpRoutes {
+class McpSessions {
  public:
-  // `launch` runs a function on the launcher thread; `reap` on a thread where
-  // a run's teardown may block (the server's reaper), after the answer.
-  McpRoutes(const service::Service& service, session::SessionManager& sessions, McpRouteOptions options,
-            LaunchOn launch, LaunchOn reap);
-  ~McpRoutes();  // ends the MCP sessions (and the airlock sessions they made)
+  struct Options {
+    std::string version;                // airlock's, in serverInfo
+    size_t max_sessions = 256;          // MCP sessions at once (--max-mcp-sessions)
+    size_t max_per_owner = 64;          // of them, one token's (--max-mcp-sessions-per-owner)
+    bool per_owner = false;             // tokens configured
+    double idle_s = 3600;               // an MCP session unused this long is ended
+  };
 
-  static bool Matches(std::string_view path) { return path == "/mcp"; }
-  static bool IsTools(std::string_view path) { return path == "/v1/tools"; }
+  McpSessions(ServerState& s, Options options) : s_(s), opt_(std::move(options)) {}
+  // Ends the MCP sessions and the airlock sessions they made (blocking: the
+  // server's shutdown).
+  ~McpSessions();
 
-  // /mcp. Blocking; thread-safe.
-  McpHttpReply Handle(const McpHttpRequest& request);
-  // GET /v1/tools?format=openai|openai-responses|anthropic|mcp (default openai). Fast.
-  McpHttpReply Tools(std::string_view query) const;
-
-  size_t conversations() const;
+  static std::vector<Route> Table();
+  // Phase 5's owner check of OwnerRule::kMcpSession: another token's MCP
+  // session is answered exactly as one that never existed.
+  std::optional<model::ApiError> Owner(const std::string& id, const std::string& owner) const;
+  size_t size() const { return sessions_.size(); }
 
  private:
-  struct Conversation;
-  StatusOr<model::ExecuteResponse> RunOneShot(service::Plan& plan);
-  void Sweep();  // ends idle conversations (mu_ held by the caller: no)
+  friend struct McpHandlers;
+  struct Conversation {
+    std::shared_ptr<mcp::McpServer> server;
+    std::string owner;
+    Clock::time_point last_used;
+    int in_flight = 0;  // tool calls under way
+  };
+  // Ends the MCP sessions unused for idle_s (their airlock sessions on a worker).
+  void Sweep();
+  // initialize: the quotas (server-wide, then the token's); a server for a
+  // new MCP session, and keeping it under its id.
+  std::optional<model::ApiError> Admit(const std::string& owner) const;
+  std::shared_ptr<mcp::McpServer> New(const std::string& owner, const model::McpCaps& caps);
+  void Keep(const std::string& id, const std::string& owner, std::shared_ptr<mcp::McpServer> server);
 
-  const service::Service& svc_;
-  session::SessionManager& sessions_;
-  McpRouteOptions opt_;
-  LaunchOn launch_;
-  LaunchOn reap_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Conversation>> conversations_;
-  size_t runs_ = 0;  // one-shot runs under way (mu_)
+  ServerState& s_;
+  Options opt_;
+  std::map<std::string, Conversation> sessions_;
 };
 
 }  // namespace airlock::api

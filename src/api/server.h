@@ -20,53 +20,14 @@
 
 #include "api/audit_log.h"
 #include "api/auth.h"
+#include "api/options.h"
 #include "base/status.h"
 #include "service/service.h"
 #include "session/session_manager.h"
 
 namespace airlock::api {
 
-struct ServerOptions {
-  std::string host = "127.0.0.1";  // an IP address (v4 or v6) or "localhost"
-  uint16_t port = 8000;            // 0: any free port
-  bool insecure = false;           // allow a non-loopback address without tokens
-  // The browser rules (api/request_gate.h): Host names besides loopback and the
-  // listen address ("*": any), and web origins that may call cross-origin.
-  std::vector<std::string> allowed_hosts;
-  std::vector<std::string> allowed_origins;
-  size_t max_body_bytes = size_t{2} << 20;  // larger bodies: 413
-  size_t max_code_bytes = size_t{1} << 20;  // larger `code`: 413
-  size_t max_json_depth = 32;
-  size_t max_concurrent = 8;       // runs at once
-  size_t max_queue = 64;           // requests waiting for a run slot; beyond: 429
-  size_t max_connections = 1024;   // open connections; beyond: closed at once
-  double drain_grace_s = 10;       // SIGTERM: how long running runs may go on
-  double header_timeout_s = 30;    // to receive a request's header
-  double body_timeout_s = 60;      // to receive its body
-  double idle_timeout_s = 60;      // keep-alive connection without a request
-  // Sessions (docs/api.md, "Sessions"): their caps and lifetimes, the threads
-  // their calls block (one per call under way), and the largest file upload.
-  session::SessionOptions sessions;
-  size_t session_threads = 16;
-  int64_t max_file_bytes = int64_t{32} << 20;
-  double write_timeout_s = 30;     // to send a response (a streamed one: each write)
-  // Streamed responses (Accept: application/x-ndjson or text/event-stream;
-  // api/event_stream.h): a keepalive event after this long without one, and
-  // the bytes of output events one connection may have waiting to be sent
-  // (past it, output events are dropped and counted; the final event always
-  // carries the whole output up to the caps).
-  double stream_keepalive_s = 5;
-  size_t stream_queue_bytes = size_t{1} << 20;
-  // Approvals (docs/api.md): requests held for a person at once; beyond: 429.
-  size_t max_pending_approvals = 64;
-  // The E2B-compatible listener (api/e2b_routes.h; docs/api.md): off when
-  // e2b_host is empty. "localhost" listens on 127.0.0.1 and, when the host
-  // has it, ::1 (the SDKs call http://localhost:PORT).
-  std::string e2b_host;
-  uint16_t e2b_port = 49999;       // E2B's code interpreter (port 0: any free port)
-  uint16_t e2b_envd_port = 49983;  // E2B's envd
-  std::string e2b_profile;         // the profile of E2B contexts ("": the default)
-};
+class ServerState;  // api/server_state.h
 
 // Whether `host` (an address literal or "localhost") is a loopback address.
 bool IsLoopback(const std::string& host);
@@ -85,10 +46,8 @@ class Server {
   // that cannot be bound.
   Status Run();
 
-  struct Impl;
-
  private:
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ServerState> state_;
 };
 
 }  // namespace airlock::api

@@ -3,123 +3,29 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "api/call_driver.h"
 #include "api/error_mapping.h"
+#include "api/exchange.h"
+#include "api/query.h"
+#include "api/server_state.h"
+#include "api/upload.h"
 #include "isolation/sandbox_files.h"
 #include "model/session.h"
+#include "model/stream_events.h"
 #include "session/session_files.h"
 
 namespace airlock::api {
 namespace {
 
-constexpr std::string_view kPrefix = "/v1/sessions";
-
 bool IsHex(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-bool IsSessionId(std::string_view id) {
-  // s1-<8 hex>-<32 hex>
-  return id.size() == 3 + 8 + 1 + 32 && id.substr(0, 3) == "s1-" && IsHex(id.substr(3, 8)) && id[11] == '-' &&
-         IsHex(id.substr(12));
-}
-
-// The part of the path after /v1/sessions/{id} ("" / "/execute" / "/files/x").
-std::string_view Rest(std::string_view path) {
-  path.remove_prefix(kPrefix.size());
-  if (path.empty()) return path;
-  path.remove_prefix(1);  // '/'
-  size_t slash = path.find('/');
-  return slash == std::string_view::npos ? std::string_view() : path.substr(slash);
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX-decodes a path or query value; false on a malformed escape.
-bool PercentDecode(std::string_view in, std::string* out, bool plus_is_space) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;
-      int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      out->push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out->push_back(' ');
-    } else {
-      out->push_back(c);
-    }
-  }
-  return true;
-}
-
-// The value of `key` in a query string ("" when absent).
-std::string QueryValue(std::string_view query, std::string_view key) {
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == key && eq != std::string_view::npos) {
-      std::string v;
-      if (PercentDecode(pair.substr(eq + 1), &v, true)) return v;
-      return "";
-    }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  return "";
-}
-
-RouteReply Error(const model::ApiError& e, const std::string& request_id,
-                 const std::vector<model::Violation>& violations = {}) {
-  ErrorReply er = MakeErrorReply(e, violations, false, request_id);
-  RouteReply r;
-  r.status = er.status;
-  r.body = std::move(er.body);
-  r.headers = std::move(er.headers);
-  r.error = e;
-  r.violations = violations;
-  return r;
-}
-
-RouteReply Json(int status, std::string body) {
-  RouteReply r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
-RouteReply MethodNotAllowed(const char* allow, const std::string& request_id) {
-  RouteReply r = Error({model::ErrorKind::kMethodNotAllowed, std::string("method not allowed; use ") + allow, ""},
-                       request_id);
-  r.headers.emplace_back("Allow", allow);
-  return r;
-}
-
-
-// The content type a download is served with, from its name (never sniffed).
-std::string ContentTypeFor(std::string_view path) {
-  size_t dot = path.rfind('.');
-  std::string ext = dot == std::string_view::npos ? "" : std::string(path.substr(dot + 1));
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  static const std::pair<const char*, const char*> kTypes[] = {
-      {"txt", "text/plain; charset=utf-8"}, {"csv", "text/csv; charset=utf-8"}, {"json", "application/json"},
-      {"png", "image/png"}, {"jpg", "image/jpeg"}, {"jpeg", "image/jpeg"}, {"gif", "image/gif"},
-      {"svg", "image/svg+xml"}, {"pdf", "application/pdf"}, {"html", "text/html; charset=utf-8"},
-      {"md", "text/markdown; charset=utf-8"}, {"py", "text/x-python; charset=utf-8"},
-      {"xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
-      {"parquet", "application/vnd.apache.parquet"}, {"zip", "application/zip"}, {"npy", "application/octet-stream"},
-  };
-  for (const auto& [e, t] : kTypes) {
-    if (ext == e) return t;
-  }
-  return "application/octet-stream";
+model::RequestCaps Caps(const ServerState& s) {
+  model::RequestCaps caps;
+  caps.max_depth = s.opt.max_json_depth;
+  caps.max_code_bytes = s.opt.max_code_bytes;
+  return caps;
 }
 
 // "bytes=START-END" / "bytes=START-" / "bytes=-SUFFIX" (one range only).
@@ -142,199 +48,174 @@ bool ParseRange(std::string_view h, int64_t* start, int64_t* end, bool* suffix) 
   return b.empty() || num(b, end);
 }
 
-}  // namespace
-
-bool SessionRoutes::Matches(std::string_view path) {
-  return path == kPrefix || (path.size() > kPrefix.size() && path.substr(0, kPrefix.size() + 1) == "/v1/sessions/");
+// The file path of a files route ({path...}, %-decoded), checked by the path rule.
+std::optional<model::ApiError> FilePath(const Request& rq, std::string* path) {
+  if (!PercentDecode(rq.tail, path, false)) {
+    return model::ApiError{model::ErrorKind::kBadRequest, "the file path has a malformed %-escape", ""};
+  }
+  if (Status st = isolation::CheckSandboxPath(*path); !st.ok()) return session::SessionFileError(st);
+  return std::nullopt;
 }
 
-std::string SessionRoutes::SessionId(std::string_view path) {
-  if (path.size() <= kPrefix.size() + 1) return "";
-  path.remove_prefix(kPrefix.size() + 1);
-  return std::string(path.substr(0, path.find('/')));
-}
+// ---------------------------------------------------------------------------
+// The sessions.
 
-std::string SessionRoutes::RouteName(std::string_view method, std::string_view path) {
-  (void)method;
-  if (path == kPrefix) return "/v1/sessions";
-  std::string_view rest = Rest(path);
-  if (rest.empty()) return "/v1/sessions/{id}";
-  if (rest == "/execute") return "/v1/sessions/{id}/execute";
-  if (rest == "/restart") return "/v1/sessions/{id}/restart";
-  if (rest == "/files") return "/v1/sessions/{id}/files";
-  if (rest.substr(0, 7) == "/files/") return "/v1/sessions/{id}/files/{path}";
-  return "other";
-}
-
-bool SessionRoutes::IsCall(std::string_view method, std::string_view path) {
-  return method == "POST" && Matches(path) && Rest(path) == "/execute";
-}
-
-bool SessionRoutes::IsUpload(std::string_view method, std::string_view path) {
-  return method == "PUT" && Matches(path) && Rest(path).substr(0, 7) == "/files/";
-}
-
-std::unique_ptr<session::PendingCall> SessionRoutes::BeginCall(const RouteRequest& rq,
-                                                               const session::CallHooks& hooks,
-                                                               RouteReply* refused) {
-  const std::string& rid = rq.request_id;
-  std::string id = SessionId(rq.path);
+Reply Create(ServerState& s, const Request& rq) {
+  if (s.draining) {
+    return RefusalFor(rq, {model::ErrorKind::kUnavailable, "the server is shutting down; create the session elsewhere", ""});
+  }
+  model::SessionCreateRequest create;
   model::ApiError error;
-  if (!IsSessionId(id)) {
-    error = {model::ErrorKind::kNotFound,
-             "'" + id.substr(0, 80) + "' is not a session id (they look like s1-0123abcd-<32 hex digits>)", ""};
-    error.code = "session_not_found";
-    *refused = Error(error, rid);
-    return nullptr;
-  }
-  model::ExecuteRequest request;
-  if (!model::ParseSessionExecuteRequest(rq.body, opt_.caps, &request, &error)) {
-    *refused = Error(error, rid);
-    return nullptr;
-  }
-  request.stream_output = rq.stream_output;
-  session::CallReply call;
-  std::unique_ptr<session::PendingCall> pending = mgr_.BeginCall(id, rq.owner, request, rid, hooks, &call);
-  if (!pending) {
-    *refused = Error(call.error, rid, call.violations);
-    refused->call = std::move(call);
-  }
-  return pending;
-}
-
-RouteReply SessionRoutes::FinishCall(std::unique_ptr<session::PendingCall> pending) {
-  session::CallReply call = mgr_.FinishCall(std::move(pending));
-  RouteReply r = Json(200, model::SessionExecuteToJson(call.response, call.call));
-  r.call = std::move(call);
+  if (!model::ParseSessionCreateRequest(rq.body, Caps(s), &create, &error)) return RefusalFor(rq, error);
+  session::Created made = s.session_mgr->Create(rq.caller.name, rq.headers.route_key, create);
+  if (!made.ok) return RefusalFor(rq, made.error);
+  Reply r = JsonReply(201, model::SessionToJson(made.view));
+  r.headers.emplace_back("Location", "/v1/sessions/" + made.view.id);
   return r;
 }
 
-RouteReply SessionRoutes::Handle(const RouteRequest& rq, const session::CallHooks& hooks) {
-  const std::string& rid = rq.request_id;
-  if (rq.path == kPrefix) {
-    if (rq.method == "GET") return Json(200, model::SessionListToJson(mgr_.List(rq.owner)));
-    if (rq.method != "POST") return MethodNotAllowed("GET, POST", rid);
-    model::SessionCreateRequest create;
-    model::ApiError error;
-    if (!model::ParseSessionCreateRequest(rq.body, opt_.caps, &create, &error)) return Error(error, rid);
-    session::Created made = mgr_.Create(rq.owner, rq.route_key, create);
-    if (!made.ok) return Error(made.error, rid);
-    RouteReply r = Json(201, model::SessionToJson(made.view));
-    r.headers.emplace_back("Location", "/v1/sessions/" + made.view.id);
-    return r;
-  }
-  std::string id = SessionId(rq.path);
-  std::string_view rest = Rest(rq.path);
-  model::ApiError error;
-  if (!IsSessionId(id)) {
-    error = {model::ErrorKind::kNotFound,
-             "'" + id.substr(0, 80) + "' is not a session id (they look like s1-0123abcd-<32 hex digits>)", ""};
-    error.code = "session_not_found";
-    return Error(error, rid);
-  }
-  if (rest.empty()) {
-    if (rq.method == "GET") {
-      auto v = mgr_.Get(id, rq.owner, &error);
-      return v ? Json(200, model::SessionToJson(*v)) : Error(error, rid);
+// The caller's live sessions, a page at a time, by id.
+Reply List(ServerState& s, const Request& rq) {
+  PageRequest page;
+  if (auto bad = ParsePage(rq.query, 100, 1000, &page)) return RefusalFor(rq, *bad);
+  std::vector<model::SessionView> all = s.session_mgr->List(rq.caller.name);  // sorted by id
+  std::vector<model::SessionView> items;
+  std::optional<std::string> next;
+  for (auto& v : all) {
+    if (!page.cursor.empty() && v.id <= page.cursor) continue;
+    if (items.size() == page.limit) {
+      next = items.back().id;
+      break;
     }
-    if (rq.method == "DELETE") {
-      if (!mgr_.Delete(id, rq.owner, &error)) return Error(error, rid);
-      RouteReply r;
-      r.status = 204;
-      return r;
-    }
-    return MethodNotAllowed("GET, DELETE", rid);
+    items.push_back(std::move(v));
   }
-  if (rest == "/execute") {
-    if (rq.method != "POST") return MethodNotAllowed("POST", rid);
-    RouteReply refused;
-    std::unique_ptr<session::PendingCall> pending = BeginCall(rq, hooks, &refused);
-    if (!pending) return refused;
-    pending->call().WaitDone();
-    return FinishCall(std::move(pending));
-  }
-  if (rest == "/restart") {
-    if (rq.method != "POST") return MethodNotAllowed("POST", rid);
-    auto v = mgr_.Restart(id, rq.owner, &error);
-    return v ? Json(200, model::SessionToJson(*v)) : Error(error, rid);
-  }
-  if (rest == "/files" || rest.substr(0, 7) == "/files/") return Files(rq, id, rest);
-  return Error({model::ErrorKind::kNotFound, "no such endpoint: " + rq.path.substr(0, 256) + " (see docs/api.md)", ""},
-               rid);
+  std::string body = model::SessionListToJson(items);
+  body.pop_back();  // '}'
+  return JsonReply(200, body + ",\"next_cursor\":" + CursorJson(next) + "}");
 }
 
-RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, std::string_view rest) {
-  const std::string& rid = rq.request_id;
-
+void GetOne(const std::shared_ptr<Exchange>& ex) {
   model::ApiError error;
-  const bool listing = rest == "/files";
-  if (listing && rq.method != "GET") return MethodNotAllowed("GET", rid);
-  if (!listing && rq.method != "GET" && rq.method != "PUT" && rq.method != "DELETE") {
-    return MethodNotAllowed("GET, PUT, DELETE", rid);
+  auto v = ex->s.session_mgr->Get(ex->rq.param, ex->rq.caller.name, &error);
+  if (!v) return ex->Refuse(error);
+  ex->Respond(JsonReply(200, model::SessionToJson(*v)));
+}
+
+Reply Delete(ServerState& s, const Request& rq) {
+  model::ApiError error;
+  if (!s.session_mgr->Delete(rq.param, rq.caller.name, &error)) return RefusalFor(rq, error);
+  return JsonReply(204, "");
+}
+
+Reply Restart(ServerState& s, const Request& rq) {
+  model::ApiError error;
+  auto v = s.session_mgr->Restart(rq.param, rq.caller.name, &error);
+  return v ? JsonReply(200, model::SessionToJson(*v)) : RefusalFor(rq, error);
+}
+
+void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest request);
+
+// One call, fed from the loop; streamed when the client asks (the response
+// begins when the call starts running: refusals before that are plain JSON
+// answers with their status, as for /v1/execute).
+void Call(const std::shared_ptr<Exchange>& ex) {
+  ServerState& s = ex->s;
+  ex->execution = true;
+  ex->audit.code_bytes = static_cast<int64_t>(ex->rq.body.size());
+  struct Parsed {
+    model::ExecuteRequest request;
+    model::ApiError error;
+    bool ok = false;
+  };
+  ex->OnWorkerIf(
+      ex->rq.body.size() > kInlineBytes,
+      [caps = Caps(s), body = std::move(ex->rq.body)] {
+        Parsed p;
+        p.ok = model::ParseSessionExecuteRequest(body, caps, &p.request, &p.error);
+        return p;
+      },
+      [ex](Parsed p) {
+        if (!p.ok) return ex->Refuse(p.error);
+        CallParsed(ex, std::move(p.request));
+      });
+}
+
+void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest request) {
+  ServerState& s = ex->s;
+  const model::StreamFormat format = model::NegotiateStreamFormat(ex->rq.headers.accept);
+  request.stream_output = format != model::StreamFormat::kNone;
+  session::CallHooks hooks;
+  if (request.stream_output) hooks = StreamingHooks(ex, format);
+  std::weak_ptr<Exchange> weak = ex;
+  const std::string id = ex->rq.param;
+  ex->WatchDisconnect([&s, id] { s.session_mgr->Cancel(id, "the client disconnected"); });
+  StartSessionCall(
+      s, {id, ex->rq.caller.name, ex->rq.id, std::move(request), std::move(hooks)},
+      [](const session::CallReply& c) {
+        Reply r = JsonReply(200, model::SessionExecuteToJson(c.response, c.call));
+        r.final_events = model::FinalEvents(c.response);
+        return r;
+      },
+      [ex](bool ran, session::CallReply c, Reply reply) {
+        ex->RecordCode(c.profile, c.code_sha256, c.code_bytes);
+        if (!ran) return ex->Refuse(c.error, c.violations);
+        ex->RecordRun(c.response.run);
+        ex->audit.verdict = ex->gone() ? "client_gone" : "ran";
+        if (ex->gone()) return ex->Abandon();
+        if (ex->events() && ex->events()->started()) {
+          return ex->EndEvents(reply.final_events, "end_of_execution",
+                               model::EndOfExecutionEvent(reply.body, ex->events()->StatsJson()));
+        }
+        ex->Respond(std::move(reply));
+      },
+      [weak] {
+        auto e = weak.lock();
+        return !e || e->gone();
+      });
+}
+
+// ---------------------------------------------------------------------------
+// The files, resolved beneath the session's working directory with no
+// symlink followed (isolation/sandbox_files.h).
+
+Reply ListFiles(ServerState& s, const Request& rq) {
+  bool malformed = false;
+  std::string path = QueryParam(rq.query, "path", &malformed).value_or("");
+  if (malformed) return RefusalFor(rq, {model::ErrorKind::kBadRequest, "the path parameter has a malformed %-escape", ""});
+  if (!path.empty()) {
+    if (Status st = isolation::CheckSandboxPath(path); !st.ok()) return RefusalFor(rq, session::SessionFileError(st));
   }
+  model::ApiError error;
+  std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, rq.param, rq.caller.name, &error);
+  if (!root) return RefusalFor(rq, error);
+  bool truncated = false;
+  auto entries = isolation::ListSandboxDir(root->get(), path, 1000, 16, &truncated);
+  if (!entries.ok()) return RefusalFor(rq, session::SessionFileError(entries.status()));
+  std::string body = "{\"files\":[";
+  bool first = true;
+  for (const auto& f : *entries) {
+    if (!first) body += ",";
+    first = false;
+    body += model::SessionFileToJson({f.path, f.size, f.modified_ms, f.type});
+  }
+  body += std::string("],\"truncated\":") + (truncated ? "true" : "false") + "}";
+  return JsonReply(200, std::move(body));
+}
+
+// The whole file, or one Range: opened and sized here, then sent a piece at
+// a time by the connection (ReplyPolicy::kSandboxBytes: an attachment).
+Reply GetFile(ServerState& s, const Request& rq) {
   std::string path;
-  if (listing) {
-    path = QueryValue(rq.query, "path");
-  } else if (!PercentDecode(rest.substr(7), &path, false)) {
-    return Error({model::ErrorKind::kBadRequest, "the file path has a malformed %-escape", ""}, rid);
-  }
-  if (!path.empty() || !listing) {
-    if (Status s = isolation::CheckSandboxPath(path); !s.ok()) return Error(session::SessionFileError(s), rid);
-  }
-  std::shared_ptr<session::LiveSession> live = mgr_.Live(id, rq.owner, &error);
-  if (!live) return Error(error, rid);
-  // The session's working directory, opened through its init's root: every
-  // path below is resolved beneath it with no symlink followed
-  // (isolation/sandbox_files.h).
-  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), isolation::kWorkspaceDir);
-  if (!root.ok()) {
-    return Error({model::ErrorKind::kGone, "the session's working directory is gone: " + root.status().ToString(), ""},
-                 rid);
-  }
-  if (listing) {
-    bool truncated = false;
-    auto entries = isolation::ListSandboxDir(root->get(), path, opt_.max_list_entries, 16, &truncated);
-    if (!entries.ok()) return Error(session::SessionFileError(entries.status()), rid);
-    std::string body = "{\"files\":[";
-    bool first = true;
-    for (const auto& f : *entries) {
-      model::SessionFileView v{f.path, f.size, f.modified_ms, f.type};
-      if (!first) body += ",";
-      first = false;
-      body += model::SessionFileToJson(v);
-    }
-    body += std::string("],\"truncated\":") + (truncated ? "true" : "false") + "}";
-    return Json(200, std::move(body));
-  }
-  if (rq.method == "PUT") {
-    if (static_cast<int64_t>(rq.body.size()) > opt_.max_file_bytes) {
-      return Error({model::ErrorKind::kPayloadTooLarge,
-                    "the upload is over this server's cap of " + std::to_string(opt_.max_file_bytes) + " bytes", ""},
-                   rid);
-    }
-    int64_t modified_ms = 0;
-    if (Status s = isolation::WriteSandboxFile(root->get(), path, rq.body, /*make_parents=*/true, &modified_ms);
-        !s.ok()) {
-      return Error(session::SessionFileError(s), rid);
-    }
-    model::SessionFileView v{path, static_cast<int64_t>(rq.body.size()), modified_ms, "file"};
-    return Json(201, model::SessionFileToJson(v));
-  }
-  if (rq.method == "DELETE") {
-    if (Status s = isolation::RemoveSandboxPath(root->get(), path); !s.ok()) return Error(session::SessionFileError(s), rid);
-    RouteReply r;
-    r.status = 204;
-    return r;
-  }
-  // GET: the whole file, or one Range. The size first (a zero-byte read, which
-  // also refuses what is not a regular file), then what is asked.
-  int64_t total = 0;
-  if (auto probe = isolation::ReadSandboxFile(root->get(), path, 0, 0, 0, &total); !probe.ok()) {
-    return Error(session::SessionFileError(probe.status()), rid);
-  }
-  int64_t start = 0, end = -1, length = -1;
+  if (auto bad = FilePath(rq, &path)) return RefusalFor(rq, *bad);
+  model::ApiError error;
+  std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, rq.param, rq.caller.name, &error);
+  if (!root) return RefusalFor(rq, error);
+  auto f = isolation::OpenSandboxFile(root->get(), path);
+  if (!f.ok()) return RefusalFor(rq, session::SessionFileError(f.status()));
+  const int64_t total = f->size;
+  int64_t start = 0, end = -1, length = total;
   bool suffix = false;
-  const bool ranged = !rq.range.empty() && ParseRange(rq.range, &start, &end, &suffix);
+  const bool ranged = !rq.headers.range.empty() && ParseRange(rq.headers.range, &start, &end, &suffix);
   if (ranged) {
     if (suffix) {
       start = std::max<int64_t>(0, total - end);
@@ -345,28 +226,168 @@ RouteReply SessionRoutes::Files(const RouteRequest& rq, const std::string& id, s
       length = total - start;
     }
     if (start >= total || length <= 0) {
-      RouteReply bad =
-          Error({model::ErrorKind::kBadRequest, "the range is outside the file (" + std::to_string(total) + " bytes)", ""},
-                rid);
+      Reply bad = RefusalFor(rq, {model::ErrorKind::kBadRequest,
+                                  "the range is outside the file (" + std::to_string(total) + " bytes)", ""});
       bad.status = 416;
       bad.headers.emplace_back("Content-Range", "bytes */" + std::to_string(total));
       return bad;
     }
   }
-  auto data = isolation::ReadSandboxFile(root->get(), path, opt_.max_file_bytes, start, length, &total);
-  if (!data.ok()) return Error(session::SessionFileError(data.status()), rid);
-  RouteReply r;
-  r.content_type = ContentTypeFor(path);
-  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  if (length > s.opt.max_file_bytes) {
+    return RefusalFor(rq, {model::ErrorKind::kPayloadTooLarge,
+                           path + " has " + std::to_string(length) + " bytes to read, more than the " +
+                               std::to_string(s.opt.max_file_bytes) + " allowed (--max-file): ask for a range",
+                           ""});
+  }
+  Reply r;
+  r.file = std::make_shared<Reply::File>();
+  r.file->fd = std::move(f->fd);
+  r.file->offset = start;
+  r.file->length = length;
+  r.file->name = path.substr(path.rfind('/') + 1);
   r.headers.emplace_back("Accept-Ranges", "bytes");
   if (ranged) {
     r.status = 206;
     r.headers.emplace_back("Content-Range", "bytes " + std::to_string(start) + "-" +
-                                                std::to_string(start + static_cast<int64_t>(data->size()) - 1) + "/" +
-                                                std::to_string(total));
+                                                std::to_string(start + length - 1) + "/" + std::to_string(total));
   }
-  r.body = std::move(*data);
   return r;
+}
+
+// The file is opened (its parents made) on a worker, then the body goes to it
+// as it arrives; nothing is under its name until all of it is there.
+void PutFile(const std::shared_ptr<Exchange>& ex) {
+  std::string path;
+  if (auto bad = FilePath(ex->rq, &path)) return ex->Refuse(*bad);
+  struct Opened {
+    std::shared_ptr<FileSink> sink;
+    model::ApiError error;
+  };
+  ex->OnWorker(
+      [&s = ex->s, id = ex->rq.param, owner = ex->rq.caller.name, path] {
+        Opened o;
+        std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, id, owner, &o.error);
+        if (!root) return o;
+        auto w = isolation::SandboxFileWriter::Open(root->get(), path, /*make_parents=*/true);
+        if (!w.ok()) {
+          o.error = session::SessionFileError(w.status());
+          return o;
+        }
+        o.sink = std::make_shared<FileSink>(std::move(*w), s.opt.max_file_bytes);
+        return o;
+      },
+      [ex, path](Opened o) {
+        if (!o.sink) return ex->Refuse(o.error);
+        std::shared_ptr<FileSink> sink = o.sink;
+        ex->ReadBodyInto(sink, [ex, sink, path](Status st) {
+          if (st.code() == ErrorCode::kCancelled) return ex->Abandon();
+          if (!st.ok()) return ex->Refuse(session::SessionFileError(st));
+          ex->Respond(JsonReply(201, model::SessionFileToJson({path, sink->size(), sink->modified_ms(), "file"})));
+        });
+      });
+}
+
+Reply DeleteFile(ServerState& s, const Request& rq) {
+  std::string path;
+  if (auto bad = FilePath(rq, &path)) return RefusalFor(rq, *bad);
+  model::ApiError error;
+  std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, rq.param, rq.caller.name, &error);
+  if (!root) return RefusalFor(rq, error);
+  if (Status st = isolation::RemoveSandboxPath(root->get(), path); !st.ok()) {
+    return RefusalFor(rq, session::SessionFileError(st));
+  }
+  return JsonReply(204, "");
+}
+
+}  // namespace
+
+void CreateSessionFromLoop(ServerState& s, std::string owner, model::SessionCreateRequest request,
+                           profile::Door door, int tries, std::function<void(session::Created)> done) {
+  struct Attempt : std::enable_shared_from_this<Attempt> {
+    Attempt(ServerState& state) : s(state), timer(*state.io) {}
+    ServerState& s;
+    std::string owner;
+    model::SessionCreateRequest request;
+    profile::Door door = profile::Door::kApi;
+    int left = 0;
+    std::function<void(session::Created)> done;
+    net::steady_timer timer;
+
+    void Go() {
+      // The attempt is moved to the loop's function: never released on the worker.
+      net::post(*s.session_pool, [self = shared_from_this()]() mutable {
+        session::Created made = self->s.session_mgr->Create(self->owner, "", self->request, self->door);
+        Attempt* raw = self.get();
+        net::post(*raw->s.io, [self = std::move(self), made = std::move(made)]() mutable { self->Then(std::move(made)); });
+      });
+    }
+    void Then(session::Created made) {
+      if (!made.ok && made.error.kind == model::ErrorKind::kUnavailable && left-- > 0 && !s.draining) {
+        timer.expires_after(std::chrono::milliseconds(100));
+        timer.async_wait([self = shared_from_this()](const error_code& ec) {
+          if (!ec) self->Go();
+        });
+        return;
+      }
+      if (auto d = std::move(done)) d(std::move(made));
+    }
+  };
+  auto a = std::make_shared<Attempt>(s);
+  a->owner = std::move(owner);
+  a->request = std::move(request);
+  a->door = door;
+  a->left = tries;
+  a->done = std::move(done);
+  a->Go();
+}
+
+bool IsSessionId(std::string_view id) {
+  // s1-<8 hex>-<32 hex>
+  return id.size() == 3 + 8 + 1 + 32 && id.substr(0, 3) == "s1-" && IsHex(id.substr(3, 8)) && id[11] == '-' &&
+         IsHex(id.substr(12));
+}
+
+std::optional<model::ApiError> SessionRoutes::Owner(session::SessionManager& mgr, const std::string& id,
+                                                    const std::string& owner) {
+  model::ApiError error;
+  if (!IsSessionId(id)) {
+    error = {model::ErrorKind::kNotFound,
+             "'" + id.substr(0, 80) + "' is not a session id (they look like s1-0123abcd-<32 hex digits>)", ""};
+    error.code = "session_not_found";
+    return error;
+  }
+  if (!mgr.Get(id, owner, &error)) return error;
+  return std::nullopt;
+}
+
+std::vector<Route> SessionRoutes::Table() {
+  using B = BodyPolicy;
+  using O = OwnerRule;
+  using P = ReplyPolicy;
+  using A = Accounting;
+  const char* kFile = "/v1/sessions/{id}/files/{path...}";
+  const Role kRun = Role::kRun;
+  const RunsOn kLoop = RunsOn::kLoop, kWorker = RunsOn::kWorker, kDriver = RunsOn::kDriver;
+  std::vector<Route> t = {
+      SmallJson(Row("POST", "/v1/sessions", kRun, O::kCaller, B::kJson, kWorker, P::kJson, A::kRequest, nullptr,
+                    &Create)),
+      Row("GET", "/v1/sessions", kRun, O::kCaller, B::kNone, kWorker, P::kJson, A::kRequest, nullptr, &List),
+      Row("GET", "/v1/sessions/{id}", kRun, O::kSession, B::kNone, kLoop, P::kJson, A::kRequest, &GetOne),
+      Row("DELETE", "/v1/sessions/{id}", kRun, O::kSession, B::kNone, kWorker, P::kJson, A::kRequest, nullptr,
+          &Delete),
+      Row("POST", "/v1/sessions/{id}/execute", kRun, O::kSession, B::kJson, kDriver, P::kRun, A::kRun, &Call),
+      Row("POST", "/v1/sessions/{id}/restart", kRun, O::kSession, B::kNone, kWorker, P::kJson, A::kRequest, nullptr,
+          &Restart),
+      Row("GET", "/v1/sessions/{id}/files", kRun, O::kSession, B::kNone, kWorker, P::kJson, A::kRequest, nullptr,
+          &ListFiles),
+      Row("GET", kFile, kRun, O::kSession, B::kNone, kWorker, P::kSandboxBytes, A::kRequest, nullptr, &GetFile),
+      Row("PUT", kFile, kRun, O::kSession, B::kUpload, kDriver, P::kJson, A::kRequest, &PutFile),
+      Row("DELETE", kFile, kRun, O::kSession, B::kNone, kWorker, P::kJson, A::kRequest, nullptr, &DeleteFile),
+  };
+  for (Route& r : t) {
+    if (std::string_view(r.pattern) == kFile) r.name = "/v1/sessions/{id}/files/{path}";
+  }
+  return t;
 }
 
 std::string RenderSessionMetrics(const session::SessionStats& s) {

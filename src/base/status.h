@@ -26,6 +26,7 @@ enum class ErrorCode {
   kInternal,         // a system call failed unexpectedly
   kResourceExhausted,
   kFailedPrecondition,
+  kCancelled,        // the work was given up (a client that left before it was done)
 };
 
 class Status {
@@ -71,6 +72,7 @@ class StatusOr {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
 
  private:
   std::variant<Status, T> v_;

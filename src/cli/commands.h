@@ -82,6 +82,16 @@ struct ServeFlags {
   double session_max_ttl_s = 86400;
   double session_interrupt_grace_s = 2;
   std::string max_file = "32M";        // one session file upload or download
+  // Quotas and budgets (docs/api.md, "Quotas"); 0 for a per-owner quota: its default share.
+  int64_t max_connections = 1024;
+  int64_t max_connections_per_address = 128;
+  int64_t max_sessions_per_owner = 0;           // half of max_sessions
+  int64_t max_mcp_sessions = 256;
+  int64_t max_mcp_sessions_per_owner = 0;       // a quarter of max_mcp_sessions
+  int64_t max_pending_approvals_per_owner = 0;  // half of max_pending_approvals
+  int64_t max_uploads_per_owner = 4;
+  std::string max_body_buffer;            // "": 64M, or 4 x --max-body when that is more
+  std::string max_body_buffer_per_owner;  // "": 16M, or --max-body when that is more
   // The E2B-compatible listener (docs/api.md, "E2B-compatible endpoint").
   bool e2b = false;                    // listen on e2b_listen's ports
   std::string e2b_listen;              // HOST[:CODE_PORT[,ENVD_PORT]]; implies e2b

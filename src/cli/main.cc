@@ -140,6 +140,34 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.1, 600.0));
   serve_cmd->add_option("--max-file", serve.max_file, "Largest session file upload or download (then 413)")
       ->capture_default_str();
+  // Quotas and budgets (docs/api.md, "Quotas"): past any, 429 naming it. The
+  // per-owner ones apply when tokens are configured.
+  serve_cmd->add_option("--max-connections", serve.max_connections,
+                        "Open connections (past it the oldest waiting one is closed; with none waiting, refused)")
+      ->capture_default_str()->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
+  serve_cmd->add_option("--max-connections-per-address", serve.max_connections_per_address,
+                        "Connections one client address may keep waiting (a header not complete, or idle)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  serve_cmd->add_option("--max-sessions-per-owner", serve.max_sessions_per_owner,
+                        "Live sessions of one token (0: half of --max-sessions)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  serve_cmd->add_option("--max-mcp-sessions", serve.max_mcp_sessions, "MCP sessions open at once (then 429)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  serve_cmd->add_option("--max-mcp-sessions-per-owner", serve.max_mcp_sessions_per_owner,
+                        "MCP sessions of one token (0: a quarter of --max-mcp-sessions)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  serve_cmd->add_option("--max-pending-approvals-per-owner", serve.max_pending_approvals_per_owner,
+                        "Requests one token may have held for approval (0: half of --max-pending-approvals)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  serve_cmd->add_option("--max-uploads-per-owner", serve.max_uploads_per_owner,
+                        "File uploads of one token under way at once")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{10000}));
+  serve_cmd->add_option("--max-body-buffer", serve.max_body_buffer,
+                        "Bytes of request bodies the server holds at once, server-wide (then 429; default 64M, or "
+                        "4 x --max-body when that is more)");
+  serve_cmd->add_option("--max-body-buffer-per-owner", serve.max_body_buffer_per_owner,
+                        "Bytes of request bodies one token may have held at once (then 429; default 16M, or "
+                        "--max-body when that is more)");
   serve_cmd->add_flag("--e2b", serve.e2b,
                       "Also serve the E2B SDKs' debug-mode API on localhost:49999 (code interpreter) and :49983 (envd)");
   serve_cmd->add_option("--e2b-listen", serve.e2b_listen,

@@ -164,6 +164,33 @@ int ServeCommand(const ServeFlags& flags) {
     return 2;
   }
   options.stream_queue_bytes = static_cast<size_t>(stream_buffer);
+  // Quotas: a per-owner quota of 0 takes its share of the server-wide cap,
+  // at least 1, so one token can hold at most that share.
+  auto share = [](int64_t given, int64_t total, int64_t part) {
+    return static_cast<size_t>(given > 0 ? given : std::max<int64_t>(1, total / part));
+  };
+  options.max_connections = static_cast<size_t>(flags.max_connections);
+  options.max_connections_per_address = static_cast<size_t>(flags.max_connections_per_address);
+  options.sessions.max_per_owner = share(flags.max_sessions_per_owner, flags.max_sessions, 2);
+  options.max_mcp_sessions = static_cast<size_t>(flags.max_mcp_sessions);
+  options.max_mcp_sessions_per_owner = share(flags.max_mcp_sessions_per_owner, flags.max_mcp_sessions, 4);
+  options.max_pending_approvals_per_owner =
+      share(flags.max_pending_approvals_per_owner, flags.max_pending_approvals, 2);
+  options.max_uploads_per_owner = static_cast<size_t>(flags.max_uploads_per_owner);
+  // Unset, the body budgets follow --max-body (one request always fits).
+  int64_t body_buffer = flags.max_body_buffer.empty() ? std::max<int64_t>(int64_t{64} << 20, 4 * max_body)
+                                                      : ParseSize(flags.max_body_buffer);
+  int64_t body_buffer_owner = flags.max_body_buffer_per_owner.empty()
+                                  ? std::max<int64_t>(int64_t{16} << 20, max_body)
+                                  : ParseSize(flags.max_body_buffer_per_owner);
+  if (body_buffer < max_body || body_buffer_owner < max_body) {
+    std::cerr << "airlock: --max-body-buffer (" << body_buffer << " bytes) and --max-body-buffer-per-owner ("
+              << body_buffer_owner << " bytes) must be sizes of at least --max-body (" << max_body
+              << " bytes): one request must fit\n";
+    return 2;
+  }
+  options.max_body_buffer = static_cast<uint64_t>(body_buffer);
+  options.max_body_buffer_per_owner = static_cast<uint64_t>(body_buffer_owner);
   if (flags.e2b || !flags.e2b_listen.empty()) {
     if (!ParseE2bListen(flags.e2b_listen, &options, &error)) {
       std::cerr << "airlock: " << error << "\n";

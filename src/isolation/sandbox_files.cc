@@ -213,12 +213,8 @@ StatusOr<UniqueFd> OpenRunDir(pid_t pid, int pidfd, std::string_view dir) {
   return d;
 }
 
-StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t max_bytes, int64_t offset,
-                                      int64_t length, int64_t* total) {
+StatusOr<SandboxFile> OpenSandboxFile(int root, std::string_view path) {
   RETURN_IF_ERROR(CheckSandboxPath(path));
-  if (offset < 0 || length < -1 || max_bytes < 0) {
-    return InvalidArgument("read " + Shown(path) + ": offset must be >= 0 and length >= -1");
-  }
   std::string p(path);
   // First an O_PATH fd (opening it has no effect on any device), checked;
   // then the real open, checked to be the same regular file.
@@ -233,7 +229,21 @@ StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t m
   if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
     return Status(ErrorCode::kFailedPrecondition, Shown(path) + " changed while it was opened; try again");
   }
-  const int64_t size = st2.st_size;
+  SandboxFile f;
+  f.fd = std::move(fd);
+  f.size = st2.st_size;
+  f.modified_ms = static_cast<int64_t>(st2.st_mtim.tv_sec) * 1000 + st2.st_mtim.tv_nsec / 1000000;
+  return f;
+}
+
+StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t max_bytes, int64_t offset,
+                                      int64_t length, int64_t* total) {
+  RETURN_IF_ERROR(CheckSandboxPath(path));
+  if (offset < 0 || length < -1 || max_bytes < 0) {
+    return InvalidArgument("read " + Shown(path) + ": offset must be >= 0 and length >= -1");
+  }
+  ASSIGN_OR_RETURN(SandboxFile f, OpenSandboxFile(root, path));
+  const int64_t size = f.size;
   if (total != nullptr) *total = size;
   if (offset > size) {
     return InvalidArgument("read " + Shown(path) + ": offset " + std::to_string(offset) + " is past its end (" +
@@ -251,7 +261,7 @@ StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t m
   std::string out(static_cast<size_t>(want), '\0');
   size_t got = 0;
   while (got < out.size()) {
-    ssize_t n = ::pread(fd.get(), out.data() + got, out.size() - got, offset + static_cast<off_t>(got));
+    ssize_t n = ::pread(f.fd.get(), out.data() + got, out.size() - got, offset + static_cast<off_t>(got));
     if (n < 0) {
       if (errno == EINTR) continue;
       return PathError("read", path, errno);
@@ -287,8 +297,18 @@ class AsSandboxUser {
   gid_t old_gid_;
 };
 
-Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents,
-                        int64_t* modified_ms) {
+SandboxFileWriter::~SandboxFileWriter() { Abort(); }
+
+void SandboxFileWriter::Abort() {
+  if (!parent_ || committed_) return;
+  fd_.reset();
+  AsSandboxUser as_user(uid_, gid_);
+  ::unlinkat(parent_.get(), tmp_.c_str(), 0);
+  parent_.reset();
+}
+
+StatusOr<std::unique_ptr<SandboxFileWriter>> SandboxFileWriter::Open(int root, std::string_view path,
+                                                                    bool make_parents) {
   RETURN_IF_ERROR(CheckSandboxPath(path));
   struct stat rst;
   if (::fstat(root, &rst) != 0) return ErrnoError("write " + Shown(path) + ": fstat of the sandbox root");
@@ -296,7 +316,7 @@ Status WriteSandboxFile(int root, std::string_view path, std::string_view data, 
   ASSIGN_OR_RETURN(UniqueFd parent, OpenParent(root, path, make_parents, rst.st_uid, rst.st_gid));
   std::string leaf = SplitParent(path).second;
   // What is there now: only a regular file may be replaced. (The sandbox may
-  // swap it after this check; the rename below replaces the entry itself
+  // swap it after this check; the rename of Commit() replaces the entry itself
   // whatever it has become, never writing through it, so the race is harmless.)
   {
     auto existing = OpenBeneath(parent.get(), leaf, O_PATH | O_NOFOLLOW, path);
@@ -313,37 +333,60 @@ Status WriteSandboxFile(int root, std::string_view path, std::string_view data, 
   // truncating it would write through to the other name; a reader would also
   // see a half-written file. O_CREAT | O_EXCL on a fresh random name in the
   // same directory never follows anything and never opens what exists.
-  std::string tmp;
-  UniqueFd fd;
-  for (int i = 0; i < 8 && !fd; ++i) {
-    tmp = TempName();
-    fd.reset(::openat(parent.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd && errno != EEXIST) return PathError("create", path, errno);
+  std::unique_ptr<SandboxFileWriter> w(new SandboxFileWriter());
+  w->path_ = std::string(path);
+  w->leaf_ = leaf;
+  w->uid_ = rst.st_uid;
+  w->gid_ = rst.st_gid;
+  for (int i = 0; i < 8 && !w->fd_; ++i) {
+    w->tmp_ = TempName();
+    w->fd_.reset(::openat(parent.get(), w->tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!w->fd_ && errno != EEXIST) return PathError("create", path, errno);
   }
-  if (!fd) return Status(ErrorCode::kInternal, "write " + Shown(path) + ": no free temporary name");
-  auto fail = [&](std::string_view op, int err) {
-    ::unlinkat(parent.get(), tmp.c_str(), 0);
-    return PathError(op, path, err);
-  };
-  if (::fchown(fd.get(), rst.st_uid, rst.st_gid) != 0) return fail("fchown", errno);
-  if (::fchmod(fd.get(), 0644) != 0) return fail("fchmod", errno);
+  if (!w->fd_) return Status(ErrorCode::kInternal, "write " + Shown(path) + ": no free temporary name");
+  w->parent_ = std::move(parent);  // from here on, the destructor removes the temporary file
+  if (::fchown(w->fd_.get(), rst.st_uid, rst.st_gid) != 0) return PathError("fchown", path, errno);
+  if (::fchmod(w->fd_.get(), 0644) != 0) return PathError("fchmod", path, errno);
+  return w;
+}
+
+Status SandboxFileWriter::Write(std::string_view data) {
+  if (!fd_) return Status(ErrorCode::kFailedPrecondition, "write " + Shown(path_) + ": the file is closed");
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+    ssize_t n = ::write(fd_.get(), data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return fail("write", errno);
+      return PathError("write", path_, errno);
     }
     done += static_cast<size_t>(n);
   }
+  size_ += static_cast<int64_t>(data.size());
+  return Status::Ok();
+}
+
+Status SandboxFileWriter::Commit(int64_t* modified_ms) {
+  if (!fd_ || !parent_) return Status(ErrorCode::kFailedPrecondition, "write " + Shown(path_) + ": not open");
+  AsSandboxUser as_user(uid_, gid_);
   if (modified_ms != nullptr) {
     struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return fail("fstat", errno);
+    if (::fstat(fd_.get(), &st) != 0) return PathError("fstat", path_, errno);
     *modified_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
   }
-  if (::close(fd.release()) != 0 && errno != EINTR) return fail("close", errno);
-  if (::renameat(parent.get(), tmp.c_str(), parent.get(), leaf.c_str()) != 0) return fail("rename", errno);
+  if (::close(fd_.release()) != 0 && errno != EINTR) return PathError("close", path_, errno);
+  if (::renameat(parent_.get(), tmp_.c_str(), parent_.get(), leaf_.c_str()) != 0) {
+    return PathError("rename", path_, errno);
+  }
+  committed_ = true;
+  parent_.reset();
   return Status::Ok();
+}
+
+Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents,
+                        int64_t* modified_ms) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SandboxFileWriter> w, SandboxFileWriter::Open(root, path, make_parents));
+  RETURN_IF_ERROR(w->Write(data));
+  return w->Commit(modified_ms);
 }
 
 Status RemoveSandboxPath(int root, std::string_view path) {

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,52 @@ struct SandboxFileInfo {
 // claimed size is not trusted), never blocks on a FIFO.
 StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t max_bytes, int64_t offset,
                                       int64_t length, int64_t* total);
+
+// Regular file `path` beneath `root`, opened read-only (O_NONBLOCK: a FIFO
+// swapped in never blocks) after the same checks as ReadSandboxFile: no
+// symlink, only a regular file. For a caller that reads it in pieces (a
+// download streamed to a slow client holds one piece, not the file). `size`
+// is what fstat said when it was opened: the sandbox may change the file
+// meanwhile, so a reader must stop at end of file, whatever the size said.
+struct SandboxFile {
+  UniqueFd fd;
+  int64_t size = 0;
+  int64_t modified_ms = 0;
+};
+StatusOr<SandboxFile> OpenSandboxFile(int root, std::string_view path);
+
+// A file written beneath `root` piece by piece (an upload streamed as it
+// arrives), with WriteSandboxFile's rules: Open checks the path and what is
+// there (only a regular file may be replaced), creates missing parents when
+// asked, and creates a new temporary file in the destination's directory;
+// Write appends; Commit renames it over `path`. A writer destroyed (or
+// Aborted) before Commit removes its temporary file: nothing half-written is
+// ever seen under `path`. Open and Commit act as the sandbox's user (per
+// thread: setfsuid); Write only writes to the open file.
+class SandboxFileWriter {
+ public:
+  static StatusOr<std::unique_ptr<SandboxFileWriter>> Open(int root, std::string_view path, bool make_parents);
+  ~SandboxFileWriter();
+  SandboxFileWriter(const SandboxFileWriter&) = delete;
+  SandboxFileWriter& operator=(const SandboxFileWriter&) = delete;
+
+  Status Write(std::string_view data);  // ResourceExhausted: the sandbox's disk is full
+  // `modified_ms`, when given, gets the new file's mtime (unix milliseconds,
+  // as ListSandboxDir reports it).
+  Status Commit(int64_t* modified_ms = nullptr);
+  void Abort();
+  int64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  SandboxFileWriter() = default;
+  UniqueFd parent_, fd_;
+  std::string path_, leaf_, tmp_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  int64_t size_ = 0;
+  bool committed_ = false;
+};
 
 // Creates or replaces regular file `path` beneath `root` with `data`, mode 0644,
 // owned by the owner (uid, gid) of `root` itself, so the sandbox can read,

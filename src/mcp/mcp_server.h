@@ -4,8 +4,11 @@
 // surface and never reaches into exec/ or isolation/.
 //
 //   mcp::McpServer server(service, &sessions, {.version = "0.1.0"});
-//   std::optional<std::string> reply = server.Handle(line);   // one message in
+//   std::optional<std::string> reply = server.Handle(line);   // one message in, blocking
 //   if (reply) write(*reply + "\n");                           // at most one out
+//
+// A transport that must not block (airlock serve's /mcp) calls Begin() and
+// runs the tool calls it hands back itself, then the Finish functions below.
 //
 // Tools (docs/agents.md): execute_python {code, session_id?, timeout_seconds?,
 // profile?}, create_session {profile?}, close_session {session_id},
@@ -15,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -56,21 +60,58 @@ struct McpOptions {
   std::function<StatusOr<Held>(service::Prepared prepared, const std::string& owner)> hold;
 };
 
-// Launches a prepared one-shot run and supervises it to its end, blocking.
-// Unset: Service::Start + Service::Supervise on the calling thread (which must
-// then be the one thread that launches runs: `airlock mcp`).
-using OneShotRunner = std::function<StatusOr<model::ExecuteResponse>(service::Plan& plan)>;
+// A tools/call that runs code or blocks, handed back by McpServer::Begin to a
+// transport that runs it itself (airlock serve's /mcp drives it from its event
+// loop and the server's run slots), then answers it with the Finish functions.
+struct ToolCall {
+  enum class Kind {
+    kOneShot,        // execute_python without session_id: Prepare, OneShotPrepared, run, OneShotDone
+    kSessionCall,    // execute_python with session_id: a session call, SessionCallDone
+    kCreateSession,  // create_session: SessionManager::Create (retried while no warm run is ready), SessionCreated
+    kBlocking,       // close_session, upload_file, download_file: RunBlockingTool on a worker thread
+  };
+  Kind kind = Kind::kOneShot;
+  model::McpToolCall call;
+  std::string id_json;     // the JSON-RPC id
+  std::string request_id;  // in logs and the audit record (never derived from the MCP session id)
+  std::chrono::steady_clock::time_point start;
+  // The execution's audit record, once the call ran or was refused (code was
+  // there): what options.audit is given; `audited` tells it was made.
+  model::AuditRecord record;
+  bool audited = false;
+};
 
 class McpServer {
  public:
   // `sessions` null: the session and file tools are not offered.
-  McpServer(const service::Service& service, session::SessionManager* sessions, McpOptions options,
-            OneShotRunner run = {});
+  McpServer(const service::Service& service, session::SessionManager* sessions, McpOptions options);
 
   // Handles one message; returns the answer (a JSON line without '\n'), or
   // nullopt for notifications and responses. Blocking: a tools/call runs the
-  // code to its end. Thread-safe (HTTP clients may send calls concurrently).
+  // code to its end, on the calling thread (which must then be the one thread
+  // that launches runs: `airlock mcp`). Thread-safe.
   std::optional<std::string> Handle(std::string_view message);
+
+  // The same in two halves, for a transport that runs tool calls itself:
+  // Begin answers at once (never blocks, never runs code) every message but
+  // a tools/call of execute_python, create_session, close_session,
+  // upload_file and download_file, which it hands back as `tool`.
+  struct Step {
+    std::optional<std::string> answer;  // the answer line (nullopt and no tool: nothing to answer)
+    std::optional<ToolCall> tool;
+    bool invalid = false;  // not a JSON-RPC message we take (`answer` is its error)
+    std::string method;    // a request's method ("initialize", "tools/call", ...)
+  };
+  Step Begin(std::string_view message);
+  // kOneShot, once Service::Prepare made `p` (on a thread of the transport's
+  // choosing): the answer when the code does not run (rejected, invalid, held
+  // for a person through options.hold, refused), or nullopt: run *p.plan,
+  // then answer with OneShotDone.
+  std::optional<std::string> OneShotPrepared(ToolCall& t, service::Prepared& p);
+  std::string OneShotDone(ToolCall& t, const StatusOr<model::ExecuteResponse>& r);
+  std::string SessionCallDone(ToolCall& t, const session::CallReply& r);
+  std::string SessionCreated(ToolCall& t, const session::Created& made);
+  std::string RunBlockingTool(ToolCall& t);
 
   std::string protocol_version() const;
   const std::string& owner() const { return options_.owner; }
@@ -79,15 +120,12 @@ class McpServer {
   void CloseSessions();
 
  private:
-  std::string CallTool(const model::McpToolCall& call, const std::string& id);
-  std::string CallSessionTool(const model::McpToolCall& call, const std::string& request_id);
-  std::string RunOneShot(const model::McpToolCall& call, const std::string& id, const std::string& request_id);
-  void Audit(model::AuditRecord record, const std::string& verdict, const model::RunReport* run) const;
+  std::string CallResult(const ToolCall& t, const std::string& result) const;
+  void Audit(ToolCall& t, const std::string& verdict, const model::RunReport* run, const std::string& error);
 
   const service::Service& svc_;
   session::SessionManager* sessions_;
   McpOptions options_;
-  OneShotRunner run_;
   mutable std::mutex mu_;
   std::string protocol_version_;  // "" until initialize
   std::set<std::string> created_;  // sessions made here, still open

@@ -258,14 +258,15 @@ bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, Execute
     return false;
   }
   json doc;
-  try {
-    doc = json::parse(body);
-  } catch (const json::exception& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, ..." -> "parse error at line 1, ..."
-    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    *error = Unprocessable("", "request body is not valid JSON: " + what);
-    return false;
+  std::string detail;
+  switch (internal::ParseClientJson(body, &doc, &detail)) {
+    case internal::ClientJson::kOk: break;
+    case internal::ClientJson::kSyntax:
+      *error = Unprocessable("", "request body is not valid JSON: " + detail);
+      return false;
+    case internal::ClientJson::kDuplicateKey:
+      *error = internal::DuplicateKeyError(detail);
+      return false;
   }
   if (!doc.is_object()) {
     *error = Unprocessable("", "request body must be a JSON object such as {\"code\": \"print(1)\"}, got " +
@@ -425,6 +426,7 @@ std::string RejectionToJson(const std::vector<Violation>& violations, bool compa
 std::string ErrorToJson(const ApiError& e, const std::string& request_id) {
   json j = {{"error", e.message}};
   if (!e.code.empty()) j["code"] = e.code;
+  if (!e.quota.empty()) j["quota"] = e.quota;
   if (!e.field.empty()) {
     j["field"] = e.field;
     if (e.kind == ErrorKind::kUnprocessable) {
@@ -585,6 +587,7 @@ std::string AuditRecordToJson(const AuditRecord& a) {
       {"usage", {{"cpu_ms", a.cpu_ms}, {"max_rss_kb", a.max_rss_kb}}},
   };
   if (!a.error.empty()) j["error"] = a.error;
+  if (!a.method.empty()) j["method"] = a.method;
   if (!a.approval_id.empty()) j["approval_id"] = a.approval_id;
   if (!a.request_sha256.empty()) j["request_sha256"] = a.request_sha256;
   if (!a.requested_by.empty()) j["requested_by"] = a.requested_by;

@@ -48,8 +48,8 @@ struct ApprovalView {
 
 // {"approval_id","status","request_sha256","code_sha256","language","limits",
 // "files","findings","expires_at",...}; `code`, the files' contents (or their
-// download links) and the result only when asked (a list shows the code, a 202
-// does not echo it).
+// download links) and the result only when asked (GET of one approval; a list
+// and a 202 do not carry the code).
 std::string ApprovalToJson(const ApprovalView& a, bool with_code, bool with_result);
 // The text request_sha256 is the SHA-256 of: canonical JSON (keys sorted, no
 // spaces) of {"code","files":[{"path","sha256","size"}],"language","limits":
@@ -58,8 +58,9 @@ std::string ApprovalToJson(const ApprovalView& a, bool with_code, bool with_resu
 std::string RequestDigestJson(const ApprovalView& a);
 // GET /v1/approvals/{id}/files/{n}: {"path","size","sha256","content_base64"}.
 std::string ApprovalFileToJson(const ApprovalFile& f);
-// {"approvals":[...]} with code.
-std::string ApprovalListToJson(const std::vector<ApprovalView>& list);
+// {"approvals":[...]}, each without its code (fetched by id: a list of held
+// requests of a megabyte each must not be one answer of tens of megabytes).
+std::string ApprovalListToJson(const std::vector<const ApprovalView*>& list);
 
 struct ApprovalDecision {
   bool approve = false;

@@ -90,9 +90,9 @@ std::string ApprovalFileToJson(const ApprovalFile& f) {
   return Dump(json{{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}, {"content_base64", Base64Encode(f.content)}});
 }
 
-std::string ApprovalListToJson(const std::vector<ApprovalView>& list) {
+std::string ApprovalListToJson(const std::vector<const ApprovalView*>& list) {
   json arr = json::array();
-  for (const ApprovalView& a : list) arr.push_back(ApprovalObject(a, true, false));
+  for (const ApprovalView* a : list) arr.push_back(ApprovalObject(*a, false, false));
   return Dump(json{{"approvals", std::move(arr)}});
 }
 
@@ -102,8 +102,14 @@ bool ParseApprovalDecision(std::string_view body, size_t max_depth, ApprovalDeci
     return false;
   };
   if (internal::JsonDepth(body) > max_depth) return bad("", "the body nests deeper than " + std::to_string(max_depth));
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  json doc;
+  std::string detail;
+  internal::ClientJson parsed = internal::ParseClientJson(body, &doc, &detail);
+  if (parsed == internal::ClientJson::kDuplicateKey) {
+    *error = internal::DuplicateKeyError(detail);
+    return false;
+  }
+  if (parsed != internal::ClientJson::kOk || !doc.is_object()) {
     *error = ApiError{ErrorKind::kBadRequest, "the body is not a JSON object: send {\"decision\": \"approve\"|\"deny\"}", ""};
     return false;
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "model/execute.h"
+#include "model/multipart.h"
 #include "model/stream_events.h"
 
 namespace airlock::model {
@@ -84,18 +85,5 @@ std::string E2bWrittenFilesToJson(const std::vector<std::string>& absolute_paths
 bool E2bPathToSandbox(std::string_view e2b_path, std::string* relative, std::string* error);
 // The E2B path of a relative sandbox path: "/home/user/" + relative.
 std::string E2bPathFromSandbox(std::string_view relative);
-
-// One part of a multipart/form-data body.
-struct MultipartPart {
-  std::string name;      // Content-Disposition name
-  std::string filename;  // Content-Disposition filename ("" when absent)
-  std::string_view body;  // into the parsed body: valid while it lives
-};
-// Parses `body` (RFC 7578) with the boundary from `content_type`. At most
-// `max_parts` parts; headers of a part at most 8 KiB. False with *error (what
-// is wrong, for a 400) on a missing boundary, a missing closing delimiter or
-// a malformed part. Linear in the body's size.
-bool ParseMultipartFormData(std::string_view content_type, std::string_view body, size_t max_parts,
-                            std::vector<MultipartPart>* parts, std::string* error);
 
 }  // namespace airlock::model

@@ -53,6 +53,7 @@ struct ApiError {
   std::string message;
   std::string field;  // the request field at fault ("timeout"), "" when none
   std::string code;   // a stable machine-readable code ("session_not_found"), "" when none
+  std::string quota;  // a 429's quota ("sessions_per_owner"; code "quota_exceeded"), "" when none
   // Seconds for a Retry-After header (429/503); 0: the default.
   int retry_after_s = 0;
 };
@@ -317,7 +318,8 @@ std::string ReadyToJson(const std::string& status, const std::string& detail, co
 struct AuditRecord {
   std::string time;  // RFC 3339 UTC with milliseconds
   std::string request_id;
-  std::string route;        // "/execute", "/v1/execute", ...
+  std::string route;        // "/execute", "/v1/execute", ... (the path, at most 256 bytes)
+  std::string method;       // the HTTP method ("" for records that are not a request's)
   std::string token_name;   // "" when auth is off or failed
   std::string client_address;
   std::string profile;
@@ -337,12 +339,23 @@ struct AuditRecord {
   std::string error;        // the error message for non-200 verdicts
   // Approvals (docs/api.md): the approval this record is about, and for a
   // decision the token that sent the request and the person's reason.
-  std::string type = "execution";  // "execution" | "approval"
+  std::string type = "execution";  // "execution" | "approval" | "request" (a request that ran no code)
   std::string approval_id;
   std::string request_sha256;  // approvals: what the decision bound (api::Approvals), else ""
   std::string requested_by;
   std::string reason;
 };
+
+// A run's outcome in its audit record: exit code, signal, kill reason, its
+// time and usage.
+inline void RecordRunIn(AuditRecord* a, const RunReport& run) {
+  a->exit_code = run.exit_code;
+  if (run.signal) a->signal = run.signal;
+  a->kill_reason = run.kill_reason;
+  a->run_ms = run.duration_ms;
+  a->cpu_ms = run.cpu_ms;
+  a->max_rss_kb = run.max_rss_kb;
+}
 
 // A single line (no newline at the end), valid UTF-8.
 std::string AuditRecordToJson(const AuditRecord& record);

@@ -1,4 +1,8 @@
 #include "model/json_util.h"
+
+#include <unordered_set>
+#include <vector>
+
 #include "model/run_report.h"
 
 namespace airlock::model {
@@ -6,6 +10,59 @@ namespace airlock::model {
 using nlohmann::json;
 
 namespace internal {
+
+ClientJson ParseClientJson(std::string_view text, json* doc, std::string* detail) {
+  // One set of keys per object being parsed: the innermost open object is the
+  // top (arrays in between hold no keys). Memory is bounded by the text.
+  std::vector<std::unordered_set<std::string>> open;
+  std::string duplicate;
+  bool found = false;
+  json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open.empty() && parsed.is_string() && !open.back().insert(parsed.get<std::string>()).second && !found) {
+          found = true;
+          duplicate = parsed.get<std::string>();
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    *doc = json::parse(text, check, /*allow_exceptions=*/true);
+  } catch (const json::exception& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, ..." -> "parse error at line 1, ..."
+    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    *detail = what;
+    *doc = json();
+    return ClientJson::kSyntax;
+  }
+  if (found) {
+    *detail = duplicate.substr(0, 64);
+    *doc = json();
+    return ClientJson::kDuplicateKey;
+  }
+  return ClientJson::kOk;
+}
+
+ApiError DuplicateKeyError(const std::string& key) {
+  ApiError e{ErrorKind::kBadRequest,
+             "request body: the key \"" + key +
+                 "\" appears twice in one object; a JSON object must name each key once (parsers differ on which "
+                 "one counts)",
+             ""};
+  e.code = "duplicate_key";
+  return e;
+}
 
 bool ParseRequestObject(std::string_view body, const RequestCaps& caps, json* doc, ApiError* error) {
   auto fail = [&](std::string message) {
@@ -16,8 +73,14 @@ bool ParseRequestObject(std::string_view body, const RequestCaps& caps, json* do
   if (JsonDepth(body) > caps.max_depth) {
     return fail("request body: JSON nested deeper than " + std::to_string(caps.max_depth) + " levels");
   }
-  *doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc->is_discarded()) return fail("request body is not valid JSON");
+  std::string detail;
+  switch (ParseClientJson(body, doc, &detail)) {
+    case ClientJson::kOk: break;
+    case ClientJson::kSyntax: return fail("request body is not valid JSON: " + detail);
+    case ClientJson::kDuplicateKey:
+      *error = DuplicateKeyError(detail);
+      return false;
+  }
   if (!doc->is_object()) return fail("request body must be a JSON object");
   return true;
 }

@@ -26,9 +26,23 @@ inline std::string Dump(const json& j, bool pretty = false) {
 // that hostile input cannot make the parser or the destructor recurse deeply.
 size_t JsonDepth(std::string_view text);
 
+// Parses JSON text from a client (a request body, an MCP message). JSON does
+// not say which of two equal keys of an object counts (RFC 8259 §4: "the
+// names within an object SHOULD be unique"); parsers differ (nlohmann keeps
+// the last, others the first), so a proxy or an audit that reads one could
+// see other code than what runs. Text with a duplicate key is refused:
+// kDuplicateKey, *detail the key (at most 64 bytes, as given). kSyntax: not
+// JSON, *detail the parser's message. The caller bounds size and nesting
+// first (JsonDepth).
+enum class ClientJson { kOk, kSyntax, kDuplicateKey };
+ClientJson ParseClientJson(std::string_view text, json* doc, std::string* detail);
+// The ApiError (400, naming the key) of a duplicate key.
+ApiError DuplicateKeyError(const std::string& key);
+
 // Parses a request body that must be one JSON object: valid UTF-8, nested at
-// most caps.max_depth levels (checked before parsing), an object. False with
-// *error (422, no field) otherwise.
+// most caps.max_depth levels (checked before parsing), an object, no key
+// twice in an object. False with *error (422, no field; 400 for a duplicate
+// key) otherwise.
 bool ParseRequestObject(std::string_view body, const RequestCaps& caps, json* doc, ApiError* error);
 
 // An "env" object (field: its name in the request, for errors): names

@@ -167,8 +167,17 @@ void ParseMcpMessage(std::string_view text, const McpCaps& caps, McpMessage* out
   if (internal::JsonDepth(text) > caps.max_depth) {
     return Invalid(out, kJsonRpcInvalidRequest, "message nested deeper than " + std::to_string(caps.max_depth));
   }
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Invalid(out, kJsonRpcParseError, "parse error: not JSON");
+  json j;
+  std::string detail;
+  switch (internal::ParseClientJson(text, &j, &detail)) {
+    case internal::ClientJson::kOk: break;
+    case internal::ClientJson::kSyntax: return Invalid(out, kJsonRpcParseError, "parse error: not JSON");
+    case internal::ClientJson::kDuplicateKey:
+      // A proxy or an audit that reads the first "method" would see another
+      // message than the one handled: refused, never guessed.
+      return Invalid(out, kJsonRpcInvalidRequest,
+                     "the key \"" + detail + "\" appears twice in one object; each key must appear once");
+  }
   if (j.is_array()) return Invalid(out, kJsonRpcInvalidRequest, "batches are not supported (MCP >= 2025-06-18)");
   if (!j.is_object()) return Invalid(out, kJsonRpcInvalidRequest, "a JSON-RPC message must be an object");
   bool has_id = j.contains("id");

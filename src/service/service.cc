@@ -445,6 +445,12 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     if (!req.session_call && options_.pool != nullptr && options_.pool->Serves(p->name)) {
       plan->warm_request = model::RunnerConfigToJson(warm);
     }
+    // Outside a session call the code is in warm_request (and the cold path's
+    // file) already; nothing reads it here again (a session's first frame
+    // clears it): a plan queued for a run slot or held for a person does not
+    // keep one more copy of up to --max-code bytes. A session call's frame is
+    // made from warm_config, code included.
+    if (!req.session_call) warm.code.reset();
     plan->warm_config = std::move(warm);
   }
 

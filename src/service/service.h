@@ -86,8 +86,9 @@ struct Plan {
   // (analyzer/cell.h), other languages' as sent. A session call sends this.
   std::string code;
   // The warm path's request (runner config with the code inline); empty when
-  // the profile has no warm pool. warm_config is what it was made from (a
-  // session call sends it with its call number).
+  // the profile has no warm pool. warm_config is what it was made from: a
+  // session's first frame is made from it, and a session call's frame (the
+  // code is kept only for a session call).
   std::string warm_request;
   model::RunnerConfig warm_config;
   // The profile's caps on files returned (Complete enforces them again on

@@ -12,6 +12,13 @@ std::optional<UniqueFd> OpenRoot(SessionManager& manager, const std::string& id,
     *error = SessionFileError(s, path);
     return std::nullopt;
   }
+  return OpenSessionRoot(manager, id, owner, error);
+}
+
+}  // namespace
+
+std::optional<UniqueFd> OpenSessionRoot(SessionManager& manager, const std::string& id, const std::string& owner,
+                                        model::ApiError* error) {
   std::shared_ptr<LiveSession> live = manager.Live(id, owner, error);
   if (!live) return std::nullopt;
   auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), isolation::kWorkspaceDir);
@@ -21,8 +28,6 @@ std::optional<UniqueFd> OpenRoot(SessionManager& manager, const std::string& id,
   }
   return std::move(*root);
 }
-
-}  // namespace
 
 model::ApiError SessionFileError(const Status& s, std::string_view path) {
   model::ErrorKind kind = model::ErrorKind::kInternal;

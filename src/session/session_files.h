@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "model/execute.h"
 #include "session/session_manager.h"
 
@@ -27,6 +28,12 @@ namespace airlock::session {
 // directory or is not a regular file 409, too large 413, gone 503. `path`,
 // when given, leads the message.
 model::ApiError SessionFileError(const Status& s, std::string_view path = {});
+
+// The session's working directory (its /tmp, opened through its init's
+// root: isolation::OpenRunDir), after the owner check: nullopt with *error
+// (404 not found or another's, 410 ended or gone).
+std::optional<UniqueFd> OpenSessionRoot(SessionManager& manager, const std::string& id, const std::string& owner,
+                                        model::ApiError* error);
 
 bool WriteSessionFile(SessionManager& manager, const std::string& id, const std::string& owner,
                       std::string_view path, std::string_view data, int64_t max_bytes, model::ApiError* error);

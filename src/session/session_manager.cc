@@ -180,6 +180,20 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
       out.error.retry_after_s = 5;
       return out;
     }
+    if (opt_.max_per_owner > 0) {
+      size_t mine = reserved_by_owner_.count(owner) ? reserved_by_owner_[owner] : 0;
+      if (mine >= opt_.max_per_owner) {
+        // One token must not take every session of the server (issue 21).
+        out.error = {model::ErrorKind::kTooManyRequests,
+                     "quota sessions_per_owner (--max-sessions-per-owner): token '" + owner + "' has " +
+                         std::to_string(mine) + " live sessions, the most it may; delete one or retry later",
+                     ""};
+        out.error.code = "quota_exceeded";
+        out.error.quota = "sessions_per_owner";
+        out.error.retry_after_s = 5;
+        return out;
+      }
+    }
     // Issue 23.4: a session keeps the zygote it was made from alive, and a
     // replaced zygote is memory of its own (tens to hundreds of MB).
     const auto [retired, retired_bytes] = RetiredZygotesLocked();
@@ -207,6 +221,7 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
       return out;
     }
     ++reserved_count_;
+    ++reserved_by_owner_[owner];
     reserved_memory_ += limits.memory_bytes;
   }
   isolation::Spec spec;
@@ -214,6 +229,7 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
   if (!live) {
     std::lock_guard<std::mutex> lock(mu_);
     --reserved_count_;
+    Unreserve(owner);
     reserved_memory_ -= limits.memory_bytes;
     return out;
   }
@@ -512,11 +528,18 @@ void SessionManager::End(const std::shared_ptr<Entry>& e, const std::string& rea
     e->dead_at = Clock::now();
     live = std::move(e->live);
     --reserved_count_;
+    Unreserve(e->owner);
     reserved_memory_ -= e->memory_bytes;
     ++ended_[reason];
   }
   if (live) live->Kill(detail);
   // The last reference (here, or a call's still returning) removes the cgroup.
+}
+
+void SessionManager::Unreserve(const std::string& owner) {
+  auto it = reserved_by_owner_.find(owner);
+  if (it == reserved_by_owner_.end()) return;
+  if (--it->second == 0) reserved_by_owner_.erase(it);
 }
 
 void SessionManager::ExpiryLoop() {

@@ -46,6 +46,7 @@ namespace airlock::session {
 
 struct SessionOptions {
   size_t max_sessions = 32;                   // live sessions at once (server-wide); beyond: 429
+  size_t max_per_owner = 0;                   // of them, one owner's (0: no such quota); beyond: 429
   // Sum of live sessions' memory limits and of the private memory of the
   // replaced zygotes they keep alive; beyond: 429.
   int64_t max_memory_bytes = int64_t{8} << 30;
@@ -160,6 +161,7 @@ class SessionManager {
   friend class PendingCall;
   struct Entry;
   void ReleaseBusy(Entry& e);
+  void Unreserve(const std::string& owner);  // mu_ held
   std::shared_ptr<Entry> Find(const std::string& id, const std::string& owner, model::ApiError* error,
                               bool want_live);
   model::SessionView View(const Entry& e) const;
@@ -180,6 +182,7 @@ class SessionManager {
   std::map<std::string, std::shared_ptr<Entry>> sessions_;
   int64_t reserved_memory_ = 0;
   size_t reserved_count_ = 0;  // live and being created
+  std::map<std::string, size_t> reserved_by_owner_;
   uint64_t created_ = 0;
   std::map<std::string, uint64_t> ended_;
   bool stop_ = false;

@@ -19,22 +19,17 @@ import tempfile
 import time
 import unittest
 
-from airlock_server import SOURCE_DIR, AirlockServer, copy_profiles, scaled
+from airlock_server import SOURCE_DIR, AirlockServer, copy_profiles, expected_mode, scaled
+from browser import browser, skip_unless_browser
 
 try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
-    HAVE_SELENIUM = True
 except ImportError:
-    HAVE_SELENIUM = False
+    pass  # skip_unless_browser() skips the module
 
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
-MUST_WORK = os.environ.get("AIRLOCK_MUST_WORK") == "1"
 # Screenshots go to the test's temp dir; AIRLOCK_UPDATE_SCREENSHOTS=1 writes docs/console-*.png.
 UPDATE_DOCS = os.environ.get("AIRLOCK_UPDATE_SCREENSHOTS") == "1"
 
@@ -48,11 +43,7 @@ tmp = None
 
 def setUpModule():
     global server, profiles, tmp
-    if not (HAVE_SELENIUM and CHROMIUM and CHROMEDRIVER):
-        if MUST_WORK:
-            raise AssertionError("the console test needs chromium, chromium-driver and python3-selenium "
-                                 "(scripts/setup.sh installs them)")
-        raise unittest.SkipTest("chromium, chromium-driver or python3-selenium is not installed")
+    skip_unless_browser("the console test")
     tmp = tempfile.mkdtemp(prefix="airlock-e2e-console-")
     profiles = os.path.join(tmp, "profiles")
     os.mkdir(profiles)
@@ -70,18 +61,6 @@ def tearDownModule():
         server.cleanup()
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def browser(downloads):
-    opts = webdriver.ChromeOptions()
-    opts.add_experimental_option("prefs", {"download.default_directory": downloads,
-                                           "download.prompt_for_download": False})
-    opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1400,1100", "--no-first-run", "--disable-extensions"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 
 
 class ConsoleInBrowser(unittest.TestCase):

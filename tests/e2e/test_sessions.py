@@ -493,7 +493,9 @@ class TestSessionFiles(SessionTestCase):
         self.run_ok(sid, "df.groupby('region').sum().to_csv('out.csv')")
         status, hdrs, data = self.get_file(sid, "out.csv")
         self.assertEqual(status, 200)
-        self.assertTrue(hdrs["content-type"].startswith("text/csv"))
+        # Bytes a sandbox wrote are a download, never a page of the API's origin (issue 21).
+        self.assertEqual(hdrs["content-type"], "application/octet-stream")
+        self.assertTrue(hdrs["content-disposition"].startswith('attachment; filename="out.csv"'))
         # The same transform on the host, with the same pandas: byte for byte.
         import io
         import pandas as pd
@@ -524,7 +526,8 @@ class TestSessionFiles(SessionTestCase):
         self.run_ok(sid, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.savefig('fig.png')", timeout=30)
         status, hdrs, data = self.get_file(sid, "fig.png")
         self.assertEqual(status, 200)
-        self.assertEqual(hdrs["content-type"], "image/png")
+        self.assertEqual(hdrs["content-type"], "application/octet-stream")
+        self.assertEqual(hdrs["content-security-policy"], "sandbox; default-src 'none'")
         self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
         self.assertEqual(int(hdrs["content-length"]), len(data))
 

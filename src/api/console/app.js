@@ -441,7 +441,11 @@
     }
     for (const a of list) {
       if (box.querySelector('[data-id="' + CSS.escape(a.approval_id) + '"]')) continue;
-      box.appendChild(approvalCard(a));
+      // A list carries no code (each held request's could be a megabyte): a
+      // new card reads its approval, code included, by id.
+      const one = await api("GET", "/v1/approvals/" + encodeURIComponent(a.approval_id));
+      if (one.status !== 200 || box.querySelector('[data-id="' + CSS.escape(a.approval_id) + '"]')) continue;
+      box.appendChild(approvalCard(one.data));
     }
   }
 

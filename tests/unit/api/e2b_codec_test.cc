@@ -207,5 +207,97 @@ TEST(Multipart, RefusesMalformedBodies) {
   EXPECT_TRUE(ParseMultipartFormData("multipart/form-data; boundary=x", many, 5, &parts, &why)) << why;
 }
 
+// Finding 10 of issue 21: a part with no header at all (the empty line right
+// after the delimiter) was refused as "headers do not end" (an unsigned
+// underflow in the length check).
+TEST(Multipart, APartWithoutHeaders) {
+  std::vector<MultipartPart> parts;
+  std::string why;
+  ASSERT_TRUE(ParseMultipartFormData("multipart/form-data; boundary=x", "--x\r\n\r\nbare\r\n--x--", 8, &parts, &why))
+      << why;
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].name, "");
+  EXPECT_EQ(parts[0].body, "bare");
+}
+
+// The reader is fed the body as it arrives: any split gives the same parts, and
+// what it holds stays bounded whatever a part's size.
+struct Collect : MultipartReader::Handler {
+  std::vector<MultipartPart> parts;
+  bool OnPartBegin(const MultipartPartInfo& p) override {
+    parts.push_back({p.name, p.filename, ""});
+    return true;
+  }
+  bool OnPartData(std::string_view b) override {
+    parts.back().body.append(b);
+    return true;
+  }
+  bool OnPartEnd() override { return true; }
+};
+
+TEST(Multipart, ReadInPiecesOfAnySize) {
+  std::string body = "preamble\r\n--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\n";
+  body += "\r\n--b0undar\r\n-\r\n--b0undarX";  // almost delimiters inside the data
+  body += "\r\n--b0undary  \r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nsecond\r\n--b0undary--epilogue";
+  const std::string want0 = "\r\n--b0undar\r\n-\r\n--b0undarX";
+  for (size_t piece = 1; piece <= body.size(); ++piece) {
+    std::unique_ptr<MultipartReader> r;
+    std::string why;
+    ASSERT_TRUE(MultipartReader::Create("multipart/form-data; boundary=b0undary", 8, &r, &why)) << why;
+    Collect c;
+    for (size_t at = 0; at < body.size(); at += piece) {
+      ASSERT_TRUE(r->Feed(std::string_view(body).substr(at, piece), c)) << piece << ": " << r->error();
+    }
+    ASSERT_TRUE(r->Finish(c)) << piece << ": " << r->error();
+    ASSERT_EQ(c.parts.size(), 2u) << piece;
+    EXPECT_EQ(c.parts[0].filename, "a");
+    EXPECT_EQ(c.parts[0].body, want0) << piece;
+    EXPECT_EQ(c.parts[1].body, "second") << piece;
+  }
+}
+
+TEST(Multipart, HoldsLittleWhateverThePartsSize) {
+  std::unique_ptr<MultipartReader> r;
+  std::string why;
+  ASSERT_TRUE(MultipartReader::Create("multipart/form-data; boundary=x", 8, &r, &why));
+  struct Count : MultipartReader::Handler {
+    size_t bytes = 0;
+    bool OnPartBegin(const MultipartPartInfo&) override { return true; }
+    bool OnPartData(std::string_view b) override {
+      bytes += b.size();
+      return true;
+    }
+    bool OnPartEnd() override { return true; }
+  } c;
+  ASSERT_TRUE(r->Feed("--x\r\n\r\n", c));
+  const std::string chunk(64 * 1024, 'z');
+  for (int i = 0; i < 160; ++i) {  // 10 MiB
+    ASSERT_TRUE(r->Feed(chunk, c));
+    EXPECT_LT(r->buffered(), chunk.size() + 8);  // a piece, and what may begin a delimiter
+  }
+  ASSERT_TRUE(r->Feed("\r\n--x--\r\n", c));
+  ASSERT_TRUE(r->Finish(c));
+  EXPECT_EQ(c.bytes, 160u * chunk.size());
+}
+
+TEST(Multipart, AHandlerStopsTheReader) {
+  std::unique_ptr<MultipartReader> r;
+  std::string why;
+  ASSERT_TRUE(MultipartReader::Create("multipart/form-data; boundary=x", 8, &r, &why));
+  struct Refuse : MultipartReader::Handler {
+    MultipartReader* reader = nullptr;
+    bool OnPartBegin(const MultipartPartInfo&) override {
+      reader->Stop("no parts today");
+      return false;
+    }
+    bool OnPartData(std::string_view) override { return true; }
+    bool OnPartEnd() override { return true; }
+  } h;
+  h.reader = r.get();
+  EXPECT_FALSE(r->Feed("--x\r\n\r\nabc\r\n--x--", h));
+  EXPECT_EQ(r->error(), "no parts today");
+  EXPECT_FALSE(r->Finish(h));
+}
+
 }  // namespace
 }  // namespace airlock::model

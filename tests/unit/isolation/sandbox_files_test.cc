@@ -410,6 +410,54 @@ TEST_F(SandboxFilesTest, FullTmpfsIsResourceExhaustedAndLeavesNoTemp) {
   EXPECT_TRUE(WriteSandboxFile(r.get(), "small", "fits", false).ok());
 }
 
+// An upload streamed as it arrives (issue 21): nothing is under its name until
+// it is committed, a writer dropped half-way leaves nothing, and its target is
+// checked before a byte is written.
+TEST_F(SandboxFilesTest, WriterStreamsCommitsOrLeavesNothing) {
+  auto w = SandboxFileWriter::Open(root_.get(), "up/load.bin", /*make_parents=*/true);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE((*w)->Write(std::string(4096, static_cast<char>('a' + i % 26))).ok());
+  EXPECT_EQ((*w)->size(), 64 * 4096);
+  EXPECT_FALSE(Read("up/load.bin").ok());  // not there before the commit
+  ASSERT_TRUE((*w)->Commit().ok());
+  auto got = Read("up/load.bin");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size(), 64u * 4096);
+  EXPECT_EQ((*got)[4096], 'b');
+  struct stat st;
+  ASSERT_EQ(::stat(In("up/load.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 12345u);  // the sandbox's, as WriteSandboxFile's
+
+  // Dropped before its commit: no trace, and what was there stays.
+  {
+    auto half = SandboxFileWriter::Open(root_.get(), "up/load.bin", false);
+    ASSERT_TRUE(half.ok());
+    ASSERT_TRUE((*half)->Write("partial").ok());
+  }
+  bool trunc = false;
+  auto ls = ListSandboxDir(root_.get(), "up", 10, 0, &trunc);
+  ASSERT_TRUE(ls.ok());
+  ASSERT_EQ(ls->size(), 1u);
+  EXPECT_EQ(ls->front().path, "up/load.bin");
+  EXPECT_EQ(Read("up/load.bin")->size(), 64u * 4096);
+
+  // A planted link or a directory is refused at Open.
+  ASSERT_EQ(::symlink((outside_ + "/secret").c_str(), In("link").c_str()), 0);
+  EXPECT_EQ(SandboxFileWriter::Open(root_.get(), "link", false).status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(SandboxFileWriter::Open(root_.get(), "up", false).status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(SandboxFileWriter::Open(root_.get(), "../x", false).status().code(), ErrorCode::kInvalidArgument);
+  ExpectOutsideUntouched();
+
+  // Read in pieces: OpenSandboxFile gives the checked fd and the size.
+  auto f = OpenSandboxFile(root_.get(), "up/load.bin");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->size, 64 * 4096);
+  char c = 0;
+  EXPECT_EQ(::pread(f->fd.get(), &c, 1, 4096 * 2), 1);
+  EXPECT_EQ(c, 'c');
+  EXPECT_EQ(OpenSandboxFile(root_.get(), "link").status().code(), ErrorCode::kFailedPrecondition);
+}
+
 TEST(OpenRunDirTest, OpensThroughProcThenNotFoundOnceGone) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);

@@ -5,7 +5,11 @@
 #include <map>
 #include <string>
 
+#include "model/approval.h"
 #include "model/base64.h"
+#include "model/e2b.h"
+#include "model/mcp.h"
+#include "model/session.h"
 #include "model/execute.h"
 #include "model/runner_protocol.h"
 
@@ -127,6 +131,51 @@ TEST(ParseExecuteRequest, Files) {
   EXPECT_NE(e.message.find("\"../\\x0a\""), std::string::npos) << e.message;
   std::string json = ErrorToJson(e, "req");
   EXPECT_NE(json.find(R"("loc":["body","files",1,"path"])"), std::string::npos) << json;
+}
+
+// Finding 9 of issue 21: JSON does not say which of two equal keys counts, and
+// parsers differ, so a proxy or an audit reading the first could see other code
+// than what runs. Every door's parser refuses a duplicate key, at any depth,
+// however it is spelled (an escape names the same key).
+TEST(DuplicateKeys, RefusedByEveryRequestParser) {
+  RequestCaps caps;
+  ApiError e;
+  ExecuteRequest r;
+  for (const char* body : {R"j({"code": "print(1)", "code": "print(2)"})j",
+                           R"j({"code": "print(1)", "\u0063ode": "print(2)"})j",
+                           R"j({"code": "1", "limits": {"memory": "64M", "memory": "1G"}})j",
+                           R"j({"code": "1", "files": [{"path": "a", "path": "b", "content": ""}]})j"}) {
+    EXPECT_FALSE(ParseExecuteRequest(body, caps, &r, &e)) << body;
+    EXPECT_EQ(e.kind, ErrorKind::kBadRequest) << body;
+    EXPECT_EQ(e.code, "duplicate_key") << body;
+  }
+  // Equal keys in two different objects are two keys.
+  EXPECT_TRUE(ParseExecuteRequest(R"j({"code": "1", "limits": {"pids": 4}, "x": {"pids": 5}})j", caps, &r, &e))
+      << e.message;
+  SessionCreateRequest create;
+  EXPECT_FALSE(ParseSessionCreateRequest(R"j({"profile": "a", "profile": "b"})j", caps, &create, &e));
+  EXPECT_EQ(e.code, "duplicate_key");
+  EXPECT_FALSE(ParseSessionExecuteRequest(R"j({"code": "1", "code": "2"})j", caps, &r, &e));
+  E2bExecuteRequest e2b;
+  EXPECT_FALSE(ParseE2bExecuteRequest(R"j({"code": "1", "code": "2"})j", caps, &e2b, &e));
+  EXPECT_EQ(e.kind, ErrorKind::kBadRequest);
+  E2bContextRequest ctx;
+  EXPECT_FALSE(ParseE2bContextRequest(R"j({"cwd": "/home/user", "cwd": "/etc"})j", caps, &ctx, &e));
+  ApprovalDecision d;
+  EXPECT_FALSE(ParseApprovalDecision(R"j({"decision": "deny", "decision": "approve"})j", 32, &d, &e));
+  EXPECT_EQ(e.code, "duplicate_key");
+  McpCaps mcp_caps;
+  McpMessage m;
+  ParseMcpMessage(R"j({"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call",)j"
+                  R"j("params":{"name":"execute_python","arguments":{"code":"1"}}})j",
+                  mcp_caps, &m);
+  EXPECT_EQ(m.kind, McpMessage::kInvalid);
+  EXPECT_EQ(m.error_code, kJsonRpcInvalidRequest);
+  EXPECT_NE(m.error_message.find("\"method\""), std::string::npos) << m.error_message;
+  ParseMcpMessage(R"j({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute_python",)j"
+                  R"j("arguments":{"code":"print(1)","code":"print(2)"}}})j",
+                  mcp_caps, &m);
+  EXPECT_EQ(m.kind, McpMessage::kInvalid);
 }
 
 TEST(Base64, RoundTripAndStrictness) {

@@ -1,0 +1,30 @@
+#include "api/doors.h"
+
+#include "api/approval_routes.h"
+#include "api/console_routes.h"
+#include "api/e2b_routes.h"
+#include "api/mcp_routes.h"
+#include "api/rest_routes.h"
+#include "api/session_routes.h"
+
+namespace airlock::api {
+
+RouteTable ApiRouteTable() {
+  RouteTable t;
+  t.door = "api";
+  for (auto part : {RestRoutes::Table(), SessionRoutes::Table(), ApprovalRoutes::Table(), McpSessions::Table(),
+                    ConsoleRoutes::Table()}) {
+    for (Route& r : part) t.routes.push_back(r);
+  }
+  return t;
+}
+
+RouteTable E2bRouteTable() {
+  RouteTable t;
+  t.door = "e2b";
+  t.label_prefix = "e2b:";
+  t.routes = E2bContexts::Table();
+  return t;
+}
+
+}  // namespace airlock::api

@@ -1,0 +1,71 @@
+// Where uploads go as they arrive (BodyPolicy::kUpload; Exchange::ReadBodyInto
+// feeds them a piece at a time on a worker): never held whole. Each file is
+// written beneath a sandbox's directory with isolation::SandboxFileWriter
+// (a temporary file renamed over its name once complete: a failed or
+// abandoned upload leaves nothing), under the --max-file cap.
+//
+//   auto sink = std::make_shared<FileSink>(std::move(writer), max_file_bytes);
+//   ex->ReadBodyInto(sink, [](Status st) { ... sink->size() ... });
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/exchange.h"
+#include "base/unique_fd.h"
+#include "isolation/sandbox_files.h"
+#include "model/multipart.h"
+
+namespace airlock::api {
+
+// The body is the file's bytes (a session's PUT, E2B's raw POST /files).
+class FileSink : public BodySink {
+ public:
+  FileSink(std::unique_ptr<isolation::SandboxFileWriter> writer, int64_t max_bytes)
+      : writer_(std::move(writer)), max_bytes_(max_bytes) {}
+  Status Write(std::string_view bytes) override;
+  Status Finish() override;  // commits the file under its name
+  int64_t size() const { return writer_ ? writer_->size() : 0; }
+  int64_t modified_ms() const { return modified_ms_; }  // once Finish() succeeded: the file's mtime
+
+ private:
+  std::unique_ptr<isolation::SandboxFileWriter> writer_;
+  int64_t max_bytes_;
+  int64_t modified_ms_ = 0;
+};
+
+// E2B's POST /files in multipart/form-data: each part named "file" goes to
+// `path` (when given: then one part only) or to its filename, E2B paths
+// (model::E2bPathToSandbox). Every file is committed at the end, none when
+// any part fails.
+class MultipartSink : public BodySink, private model::MultipartReader::Handler {
+ public:
+  MultipartSink(UniqueFd root, std::unique_ptr<model::MultipartReader> reader, std::optional<std::string> path,
+                int64_t max_bytes)
+      : root_(std::move(root)), reader_(std::move(reader)), path_(std::move(path)), max_bytes_(max_bytes) {}
+  Status Write(std::string_view bytes) override;
+  Status Finish() override;
+  // The sandbox paths written (relative to the working directory), once finished.
+  const std::vector<std::string>& written() const { return written_; }
+
+ private:
+  bool OnPartBegin(const model::MultipartPartInfo& part) override;
+  bool OnPartData(std::string_view bytes) override;
+  bool OnPartEnd() override;
+  bool Fail(Status st);
+
+  UniqueFd root_;
+  std::unique_ptr<model::MultipartReader> reader_;
+  std::optional<std::string> path_;
+  int64_t max_bytes_;
+  std::vector<std::unique_ptr<isolation::SandboxFileWriter>> files_;
+  isolation::SandboxFileWriter* current_ = nullptr;  // the part being written (null: a part not named "file")
+  std::vector<std::string> written_;
+  Status failed_;
+};
+
+}  // namespace airlock::api
