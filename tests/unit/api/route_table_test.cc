@@ -83,8 +83,15 @@ TEST(RouteTables, WhatTheFindingsOfIssue21NeedOfEveryRow) {
       if ((pattern.find("/files") != std::string::npos) && (std::string(r.method) == "PUT" || std::string(r.method) == "POST")) {
         EXPECT_EQ(r.body, BodyPolicy::kUpload) << where;
       }
-      // Whatever serves a sandbox's files serves them as sandbox bytes.
-      if (std::string(r.method) == "GET" && (pattern.find("/files/") != std::string::npos || pattern == "/files")) {
+      // Whatever serves a sandbox's files serves them as sandbox bytes. (An approval's input
+      // file is a request's, not a sandbox's, and is answered as JSON with its bytes in base64:
+      // never raw bytes a browser could render.)
+      const bool approval_file = pattern.rfind("/v1/approvals/", 0) == 0;
+      if (approval_file && pattern.find("/files/") != std::string::npos) {
+        EXPECT_EQ(r.reply, ReplyPolicy::kJson) << where;
+      }
+      if (std::string(r.method) == "GET" && !approval_file &&
+          (pattern.find("/files/") != std::string::npos || pattern == "/files")) {
         EXPECT_EQ(r.reply, ReplyPolicy::kSandboxBytes) << where;
       }
       if (r.reply == ReplyPolicy::kSandboxBytes) sandbox_bytes.insert(where);
