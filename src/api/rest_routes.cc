@@ -20,10 +20,34 @@ namespace {
 
 void Healthz(const std::shared_ptr<Exchange>& ex) { ex->Respond(JsonReply(200, model::StatusToJson("ok", ""))); }
 
+// The pools still starting of the profiles a request that names none gets
+// (each door's default): "" once each has had a warm run, or cannot make one
+// (degraded: runs take the cold path, and /readyz's pools say why). Latched in
+// s.pools_warm: a pool refilling under load does not make the server unready.
+std::string StartingPools(ServerState& s, const std::vector<model::PoolView>& pools) {
+  if (s.pools_warm) return "";
+  std::string starting;
+  for (const auto& [door, name] : s.svc.DoorDefaults()) {
+    for (const model::PoolView& p : pools) {
+      if (p.profile != name || p.ready > 0 || p.state == "degraded" || p.zygote == "down") continue;
+      if (starting.find("'" + name + "'") == std::string::npos) starting += (starting.empty() ? "'" : ", '") + name + "'";
+    }
+  }
+  if (starting.empty()) s.pools_warm = true;
+  return starting;
+}
+
 void Readyz(const std::shared_ptr<Exchange>& ex) {
   ServerState& s = ex->s;
-  if (s.ready && !s.draining) return ex->Respond(JsonReply(200, model::ReadyToJson("ready", "", s.svc.Pools())));
-  Reply r = JsonReply(503, model::StatusToJson("not ready", s.draining ? "the server is shutting down" : s.not_ready_detail));
+  const std::vector<model::PoolView> pools = s.svc.Pools();
+  std::string detail = s.draining ? "the server is shutting down" : s.not_ready_detail;
+  if (s.ready && !s.draining) {
+    const std::string starting = StartingPools(s, pools);
+    if (starting.empty()) return ex->Respond(JsonReply(200, model::ReadyToJson("ready", "", pools)));
+    detail = "the warm pools of " + starting +
+             " (a door's default profile) are still starting: requests would take the cold path";
+  }
+  Reply r = JsonReply(503, model::ReadyToJson("not ready", detail, pools));
   r.headers = MakeErrorReply({model::ErrorKind::kUnavailable, "", ""}, {}, false, ex->rq.id).headers;
   ex->Respond(std::move(r));
 }

@@ -95,7 +95,8 @@ class ServerState {
   std::unique_ptr<McpSessions> mcp;
   std::unique_ptr<E2bContexts> e2b;
 
-  bool ready = false;
+  bool ready = false;       // the isolation self-test passed
+  bool pools_warm = false;  // each door's default profile's pool had a warm run once (latched)
   std::atomic<bool> draining{false};  // read by worker handlers too
   bool destroying = false;
   std::string not_ready_detail = "the isolation self-test has not finished";

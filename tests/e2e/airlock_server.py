@@ -324,7 +324,9 @@ class AirlockServer:
         for line in iter(stream.readline, b""):
             sink.append(line.decode(errors="replace"))
 
-    def wait_ready(self, timeout=30):
+    def wait_ready(self, timeout=30 + POOLS_READY_TIMEOUT):
+        # /readyz answers 200 once the self-test passed and each door's default profile's pool
+        # had a warm run (or cannot make one): its pools may take a while on a busy host.
         deadline = time.monotonic() + scaled(timeout)
         last = None
         while time.monotonic() < deadline:
