@@ -149,22 +149,11 @@ void Execute(const std::shared_ptr<Exchange>& ex) {
   if (s.draining) {
     return ex->Refuse({model::ErrorKind::kUnavailable, "the server is shutting down; retry on another instance", ""});
   }
-  struct Parsed {
-    model::E2bExecuteRequest req;
-    model::ApiError error;
-    bool ok = false;
-  };
-  ex->OnWorkerIf(
-      ex->rq.body.size() > kInlineBytes,
-      [caps = Caps(s), body = std::move(ex->rq.body)] {
-        Parsed p;
-        p.ok = model::ParseE2bExecuteRequest(body, caps, &p.req, &p.error);
-        return p;
+  ex->ParseBody<model::E2bExecuteRequest>(
+      [caps = Caps(s)](const std::string& body, model::E2bExecuteRequest* req, model::ApiError* error) {
+        return model::ParseE2bExecuteRequest(body, caps, req, error);
       },
-      [ex](Parsed p) {
-        if (!p.ok) return ex->Refuse(p.error);
-        ExecuteParsed(ex, std::move(p.req));
-      });
+      [ex](model::E2bExecuteRequest req) { ExecuteParsed(ex, std::move(req)); });
 }
 
 void ExecuteParsed(const std::shared_ptr<Exchange>& ex, model::E2bExecuteRequest req) {

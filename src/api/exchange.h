@@ -119,6 +119,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (!large) return then(work());
     OnWorker(std::move(work), std::move(then));
   }
+  // The JSON body parsed into a T by `parse(body, &t, &error)` (on a worker
+  // past kInlineBytes), then `then(t)` on the loop; a parse error is refused.
+  // The body is moved out of rq.
+  template <class T, class Parse, class Then>
+  void ParseBody(Parse parse, Then then);
 
   // Phase 10, by the connection once the answer is written (or the client
   // gone): metrics and the audit record.
@@ -144,6 +149,27 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 // What is done on the loop for a body or code up to this size (parsing it,
 // analyzing it): constant time in practice. Larger, on a worker.
 inline constexpr size_t kInlineBytes = 64 * 1024;
+
+template <class T, class Parse, class Then>
+void Exchange::ParseBody(Parse parse, Then then) {
+  struct Parsed {
+    T value;
+    model::ApiError error;
+    bool ok = false;
+  };
+  const bool large = rq.body.size() > kInlineBytes;
+  OnWorkerIf(
+      large,
+      [parse = std::move(parse), body = std::move(rq.body)] {
+        Parsed p;
+        p.ok = parse(body, &p.value, &p.error);
+        return p;
+      },
+      [self = shared_from_this(), then = std::move(then)](Parsed p) {
+        if (!p.ok) return self->Refuse(p.error);
+        then(std::move(p.value));
+      });
+}
 
 // Answers for handlers: a JSON body, and a refusal in the request's door's
 // shape (what Exchange::Refuse writes, for a kWorker handler's Reply).

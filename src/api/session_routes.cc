@@ -122,22 +122,11 @@ void Call(const std::shared_ptr<Exchange>& ex) {
   ServerState& s = ex->s;
   ex->execution = true;
   ex->audit.code_bytes = static_cast<int64_t>(ex->rq.body.size());
-  struct Parsed {
-    model::ExecuteRequest request;
-    model::ApiError error;
-    bool ok = false;
-  };
-  ex->OnWorkerIf(
-      ex->rq.body.size() > kInlineBytes,
-      [caps = Caps(s), body = std::move(ex->rq.body)] {
-        Parsed p;
-        p.ok = model::ParseSessionExecuteRequest(body, caps, &p.request, &p.error);
-        return p;
+  ex->ParseBody<model::ExecuteRequest>(
+      [caps = Caps(s)](const std::string& body, model::ExecuteRequest* request, model::ApiError* error) {
+        return model::ParseSessionExecuteRequest(body, caps, request, error);
       },
-      [ex](Parsed p) {
-        if (!p.ok) return ex->Refuse(p.error);
-        CallParsed(ex, std::move(p.request));
-      });
+      [ex](model::ExecuteRequest request) { CallParsed(ex, std::move(request)); });
 }
 
 void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest request) {

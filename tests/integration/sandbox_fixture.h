@@ -88,6 +88,16 @@ class SandboxTest : public ::testing::Test {
     return dir ? dir : AIRLOCK_HELPERS_DIR_DEFAULT;
   }
 
+  // The entry the warm pool's bind of HelpersDir() makes in a sandbox's /tmp
+  // when the build tree is under /tmp (a clone in /tmp/x: "x"; its mount
+  // point's parents), else "". A test that lists /tmp leaves it out: it is
+  // this test setup's bind, not something a run wrote or saw of the host.
+  static std::string HelpersTmpEntry() {
+    const std::string dir = HelpersDir();
+    if (dir.rfind("/tmp/", 0) != 0) return "";
+    return dir.substr(5, dir.find('/', 5) - 5);
+  }
+
   // A warm pool whose runs have this disk size (one per size, made on first use).
   exec::WarmPool* WarmPoolFor(int64_t disk_bytes) {
     if (!pools_) pools_ = new std::map<int64_t, std::unique_ptr<exec::WarmPool>>();
