@@ -10,6 +10,9 @@ For each profile (default: minimal and data-science) it measures whole-machine C
   fork+ns         the same, the child first calling unshare(user, mount, net, ipc, uts)
   fork+ns-net     the same without the network namespace (what a run pays when it shares its
                   zygote's: see docs/benchmarks.md)
+  fork, cell      the fork's child runs the cell alone (exec(compile("print(1)")), output to
+                  /dev/null): the pages a run's program must write, against which the runner's
+                  are set (issue 24: at most 1.5x)
   clone(ns-net+pid)  one clone(2) into a run's namespaces as the default server makes them
                   (user, pid, mount, ipc, uts; the network namespace shared), the child
                   exiting at once: what a run whose program is its own process costs
@@ -28,7 +31,15 @@ For each profile (default: minimal and data-science) it measures whole-machine C
                   subtracted
   airlock cold    the same against a second airlock started with `--pool-size 0` (--cold-url)
 
-and prints airlock warm / (fork+ns), the issue's ratio (target <= 2.5), and the cold ratio. It
+Each row also gets its minor page faults per run (on this VM tens of microseconds each, so a
+fork's cost is mostly the pages it copies): for a floor those of its children (wait4) and of
+the parent meanwhile (a page shared with the children is copied when the parent writes it too);
+for an airlock row those of the server's whole process tree (server, zygotes, runs and their
+inits: /proc/PID/stat minflt + cminflt; the server is found by the port it listens on, so run
+this on its host, as root), and of the server alone.
+
+It prints airlock warm / (fork+ns), the issue's ratio (target <= 2.5), airlock warm / fork, the
+cold ratio and the runner's faults / the cell's (issue 24: target <= 1.5). It
 says when a zygote of the profile was replaced (recycled or restarted) during an airlock row: that
 zygote's start-up (seconds of CPU for data-science) is then in the row.
 
@@ -59,9 +70,11 @@ NS_ALL = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUT
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 # The floor, run by /usr/bin/python3 in a process of its own: argv = modules flags n c.
-# Prints the number of children that failed to unshare (they must be 0).
+# Prints the number of children that failed to unshare (they must be 0), the minor page faults
+# of the children (wait4) and those of the parent meanwhile (its pages shared with the children
+# are copied when it writes them too).
 FLOOR = r"""
-import ctypes, gc, importlib, os, sys
+import ctypes, gc, importlib, os, resource, sys
 mods = [m for m in sys.argv[1].split(",") if m]
 flags, n, c, shape = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 SYS_CLONE, SIGCHLD = 56, 17  # x86-64
@@ -86,6 +99,15 @@ if shape.startswith("runner"):
             os.dup2(devnull, fd)
         runner.warm_rehearse()
         os._exit(runner.warm_main(request, -1))
+elif shape == "cell":
+    # A fork that only runs the same cell as a warm run, compiled and executed by the interpreter
+    # itself (the issue's reference for the pages a run's program must write).
+    devnull = os.open("/dev/null", os.O_WRONLY)
+
+    def run():
+        os.dup2(devnull, 1)
+        exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
+        sys.stdout.flush()
 for m in mods:
     importlib.import_module(m)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -93,10 +115,11 @@ gc.collect()
 gc.freeze()
 sys.stdout.write("ready\n"); sys.stdout.flush()
 sys.stdin.readline()
-failed = started = running = 0
+failed = started = running = child_faults = 0
+own_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 while started < n or running:
     while running < c and started < n:
-        if shape in ("fork", "runner"):
+        if shape in ("fork", "runner", "cell"):
             pid = os.fork()
             if pid == 0:
                 if flags and libc.unshare(flags) != 0:
@@ -122,11 +145,13 @@ while started < n or running:
                 os._exit(4)
         started += 1
         running += 1
-    _, status = os.wait()
+    _, status, usage = os.wait4(-1, 0)
     running -= 1
+    child_faults += usage.ru_minflt
     if status != 0:
         failed += 1
-sys.stdout.write(f"{failed}\n"); sys.stdout.flush()
+own_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - own_faults
+sys.stdout.write(f"{failed} {child_faults} {own_faults}\n"); sys.stdout.flush()
 """
 
 
@@ -159,13 +184,72 @@ def floor(mods, flags, n, c, shape="fork", request=None):
     t0, w0 = machine_cpu_s(), time.monotonic()
     p.stdin.write("go\n")
     p.stdin.flush()
-    failed = int(p.stdout.readline())
+    failed, child_faults, parent_faults = (int(x) for x in p.stdout.readline().split())
     t1, w1 = machine_cpu_s(), time.monotonic()
     p.wait()
     if failed:
         what = "ran the runner to a non-zero exit" if extra else f"failed to unshare({flags:#x}): run as root"
         raise SystemExit(f"{failed} of {n} floor children ({shape}) {what}")
-    return {"cpu_ms_per_run": (t1 - t0) * 1000 / n, "runs_per_s": n / (w1 - w0), "n": n}
+    return {"cpu_ms_per_run": (t1 - t0) * 1000 / n, "runs_per_s": n / (w1 - w0), "n": n,
+            "minflt_per_run": child_faults / n, "parent_minflt_per_run": parent_faults / n}
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_counts(root):
+    """What `root` and every live process below it have used so far, each with its reaped
+    children (the kernel adds a reaped child's counts to its reaper's): {"cpu_s": utime + stime
+    + cutime + cstime, "minflt": minor page faults + those of reaped children, "root_minflt":
+    the faults of `root` itself (all its threads)}. A process that ended in between is in its
+    reaper's counts, so the difference of two calls is what the tree did meanwhile."""
+    parent, cpu, faults = {}, {}, {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(name)
+        parent[pid] = int(fields[1])
+        cpu[pid] = sum(int(x) for x in fields[11:15]) / TICK  # utime stime cutime cstime
+        faults[pid] = (int(fields[7]), int(fields[8]))  # minflt cminflt
+    out = {"cpu_s": 0.0, "minflt": 0, "root_minflt": faults.get(root, (0, 0))[0]}
+    for pid in cpu:
+        p = pid
+        while p in parent and p != root and p > 1:
+            p = parent[p]
+        if p == root:
+            out["cpu_s"] += cpu[pid]
+            out["minflt"] += sum(faults[pid])
+    return out
+
+
+def listening_pid(url):
+    """The process listening on url's port on this host (None: not found, or not ours to see)."""
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{cols[9]}]")
+        except OSError:
+            pass
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{name}/fd"):
+                if os.readlink(f"/proc/{name}/fd/{fd}") in inodes:
+                    return int(name)
+        except OSError:
+            continue
+    return None
 
 
 def zygote_replacements(url, token, profile):
@@ -217,16 +301,27 @@ def airlock(url, token, profile, n, c, warmup):
     load(warmup)
     time.sleep(1.0)  # the pool refills after the warm-up
     z0 = zygote_replacements(url, token, profile)
+    pid = listening_pid(url)
+    tree0 = tree_counts(pid) if pid else None
     t0, own0, w0 = machine_cpu_s(), time.process_time(), time.monotonic()
     load(n)
     t1, own1, w1 = machine_cpu_s(), time.process_time(), time.monotonic()
     z1 = zygote_replacements(url, token, profile)
     if errors:
         raise SystemExit(f"{len(errors)} wrong answers from {url}, e.g. {errors[0]}")
-    return {"cpu_ms_per_run": ((t1 - t0) - (own1 - own0)) * 1000 / n,
-            "loadgen_cpu_ms_per_run": (own1 - own0) * 1000 / n,
-            "runs_per_s": n / (w1 - w0), "n": n,
-            "zygotes_replaced": None if z0 is None or z1 is None else z1 - z0}
+    out = {"cpu_ms_per_run": ((t1 - t0) - (own1 - own0)) * 1000 / n,
+           "loadgen_cpu_ms_per_run": (own1 - own0) * 1000 / n,
+           "runs_per_s": n / (w1 - w0), "n": n,
+           "zygotes_replaced": None if z0 is None or z1 is None else z1 - z0}
+    if tree0 is not None:
+        # The server's tree (server, zygotes, runs, their inits): the pool refills the runs taken
+        # (each pays its fork and rehearsal up front) before the second count.
+        time.sleep(1.0)
+        tree1 = tree_counts(pid)
+        out["minflt_per_run"] = (tree1["minflt"] - tree0["minflt"]) / n
+        out["server_minflt_per_run"] = (tree1["root_minflt"] - tree0["root_minflt"]) / n
+        out["tree_cpu_ms_per_run"] = (tree1["cpu_s"] - tree0["cpu_s"]) * 1000 / n
+    return out
 
 
 def main():
@@ -254,6 +349,7 @@ def main():
         row["fork"] = floor(mods, 0, args.n, args.c)
         row["fork+ns"] = floor(mods, NS_ALL, args.n, args.c)
         row["fork+ns-net"] = floor(mods, NS_ALL & ~CLONE_NEWNET, args.n, args.c)
+        row["fork, cell"] = floor(mods, 0, args.n, args.c, "cell")
         # What a warm run's own shape adds (shared network namespace, as the default server):
         # the pid namespace, then the run's init being a second copy of the interpreter.
         run_ns = (NS_ALL & ~CLONE_NEWNET) | CLONE_NEWPID
@@ -268,12 +364,15 @@ def main():
         base = row["fork+ns"]["cpu_ms_per_run"]
         row["ratio warm"] = row["airlock warm"]["cpu_ms_per_run"] / base
         row["ratio runner"] = row["clone(ns-net+pid), runner"]["cpu_ms_per_run"] / base
+        row["ratio warm / fork"] = row["airlock warm"]["cpu_ms_per_run"] / row["fork"]["cpu_ms_per_run"]
+        # The issue's page target: the runner's faults against a fork that runs the cell alone.
+        row["ratio runner faults"] = row["fork, runner"]["minflt_per_run"] / row["fork, cell"]["minflt_per_run"]
         if "airlock cold" in row:
             row["ratio cold"] = row["airlock cold"]["cpu_ms_per_run"] / base
         out["profiles"][profile] = row
     out["loadavg_after"] = os.getloadavg()
 
-    names = ["fork", "fork+ns", "fork+ns-net", "clone(ns-net+pid)", "clone(ns-net+pid), init forks",
+    names = ["fork", "fork+ns", "fork+ns-net", "fork, cell", "clone(ns-net+pid)", "clone(ns-net+pid), init forks",
              "fork, runner", "clone(ns-net+pid), runner", "airlock warm", "airlock cold"]
     profiles = list(out["profiles"])
     print(f"whole-machine CPU per run, c={args.c}, n={args.n} "
@@ -287,11 +386,28 @@ def main():
             cells.append(f"{r['cpu_ms_per_run']:.1f} ({r['runs_per_s']:.0f}/s)" if r else "")
         if any(cells):
             print(f"| {name} | " + " | ".join(cells) + " |")
-    labels = {"ratio runner": "clone(ns-net+pid), runner", "ratio warm": "airlock warm", "ratio cold": "airlock cold"}
+    print("\n| minor page faults per run: children (parent) | " + " | ".join(profiles) + " |")
+    print("|---|" + "---:|" * len(profiles))
+    for name in names:
+        cells = []
+        for p in profiles:
+            r = out["profiles"][p].get(name)
+            if r and "parent_minflt_per_run" in r:
+                cells.append(f"{r['minflt_per_run']:.0f} ({r['parent_minflt_per_run']:.0f})")
+            elif r and "minflt_per_run" in r:
+                cells.append(f"{r['minflt_per_run']:.0f} (server {r['server_minflt_per_run']:.0f})")
+            else:
+                cells.append("")
+        if any(cells):
+            print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+    labels = {"ratio runner": "clone(ns-net+pid), runner / (fork+ns)", "ratio warm": "airlock warm / (fork+ns)",
+              "ratio cold": "airlock cold / (fork+ns)", "ratio warm / fork": "airlock warm / fork",
+              "ratio runner faults": "faults: fork, runner / fork, cell"}
     for key, label in labels.items():
         cells = [f"**{out['profiles'][p][key]:.1f}x**" if key in out["profiles"][p] else "" for p in profiles]
         if any(cells):
-            print(f"| {label} / (fork+ns) | " + " | ".join(cells) + " |")
+            print(f"| {label} | " + " | ".join(cells) + " |")
     for p in profiles:
         for name in ("airlock warm", "airlock cold"):
             r = out["profiles"][p].get(name)
