@@ -10,9 +10,6 @@ For each profile (default: minimal and data-science) it measures whole-machine C
   fork+ns         the same, the child first calling unshare(user, mount, net, ipc, uts)
   fork+ns-net     the same without the network namespace (what a run pays when it shares its
                   zygote's: see docs/benchmarks.md)
-  fork, cell      the fork's child runs the cell alone (exec(compile("print(1)")), output to
-                  /dev/null): the pages a run's program must write, against which the runner's
-                  are set (issue 24: at most 1.5x)
   clone(ns-net+pid)  one clone(2) into a run's namespaces as the default server makes them
                   (user, pid, mount, ipc, uts; the network namespace shared), the child
                   exiting at once: what a run whose program is its own process costs
@@ -25,6 +22,9 @@ For each profile (default: minimal and data-science) it measures whole-machine C
                   runs in Python, the rehearsal then the request's `print(1)` cell, its output
                   to /dev/null, and exits: the runner's own CPU in a fresh fork, with no
                   isolation, no server and no HTTP
+  fork, cell      the interpreter of `fork, runner`, each child running the cell alone
+                  (exec(compile("print(1)")), output to /dev/null): the pages a run's program
+                  must write, against which the runner's are set (issue 24: at most 1.5x)
   clone(ns-net+pid), runner   the same child cloned into a run's namespaces (pid 1 there)
   airlock warm    POST /v1/execute of `print(1)` to a running airlock (warm pool), closed loop
                   on c keep-alive connections; this process's own CPU (the load generator) is
@@ -34,9 +34,11 @@ For each profile (default: minimal and data-science) it measures whole-machine C
 Each row also gets its minor page faults per run (on this VM tens of microseconds each, so a
 fork's cost is mostly the pages it copies): for a floor those of its children (wait4) and of
 the parent meanwhile (a page shared with the children is copied when the parent writes it too);
-for an airlock row those of the server's whole process tree (server, zygotes, runs and their
-inits: /proc/PID/stat minflt + cminflt; the server is found by the port it listens on, so run
-this on its host, as root), and of the server alone.
+for an airlock row the page faults charged to the cgroup its zygotes and runs live in (memory
+controller's pgfault: each run's init and program, and the zygotes that fork them; nothing else
+of the host should run there, e.g. a second airlock started by the same service), and the
+server's own (/proc/PID/stat). The server is found by the port it listens on: run this on its
+host, as root.
 
 It prints airlock warm / (fork+ns), the issue's ratio (target <= 2.5), airlock warm / fork, the
 cold ratio and the runner's faults / the cell's (issue 24: target <= 1.5). It
@@ -97,17 +99,14 @@ if shape.startswith("runner"):
     def run():
         for fd in (1, 2, 3):
             os.dup2(devnull, fd)
+        if shape == "runner-cell":
+            # Only the cell, compiled and run by the interpreter itself: the pages a run's program
+            # must write (the issue's reference for the runner's).
+            exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
+            sys.stdout.flush()
+            os._exit(0)
         runner.warm_rehearse()
         os._exit(runner.warm_main(request, -1))
-elif shape == "cell":
-    # A fork that only runs the same cell as a warm run, compiled and executed by the interpreter
-    # itself (the issue's reference for the pages a run's program must write).
-    devnull = os.open("/dev/null", os.O_WRONLY)
-
-    def run():
-        os.dup2(devnull, 1)
-        exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
-        sys.stdout.flush()
 for m in mods:
     importlib.import_module(m)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -119,7 +118,7 @@ failed = started = running = child_faults = 0
 own_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 while started < n or running:
     while running < c and started < n:
-        if shape in ("fork", "runner", "cell"):
+        if shape in ("fork", "runner", "runner-cell"):
             pid = os.fork()
             if pid == 0:
                 if flags and libc.unshare(flags) != 0:
@@ -194,37 +193,44 @@ def floor(mods, flags, n, c, shape="fork", request=None):
             "minflt_per_run": child_faults / n, "parent_minflt_per_run": parent_faults / n}
 
 
-TICK = os.sysconf("SC_CLK_TCK")
+def memory_cgroup(pid):
+    """The directory of pid's memory cgroup (v1's memory controller, or v2's unified tree)."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if "memory" in controllers.split(","):
+                return "/sys/fs/cgroup/memory" + path
+            if controllers == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+                return "/sys/fs/cgroup" + path
+    return None
 
 
-def tree_counts(root):
-    """What `root` and every live process below it have used so far, each with its reaped
-    children (the kernel adds a reaped child's counts to its reaper's): {"cpu_s": utime + stime
-    + cutime + cstime, "minflt": minor page faults + those of reaped children, "root_minflt":
-    the faults of `root` itself (all its threads)}. A process that ended in between is in its
-    reaper's counts, so the difference of two calls is what the tree did meanwhile."""
-    parent, cpu, faults = {}, {}, {}
+def runs_cgroup(server):
+    """The cgroup the server makes its zygotes' and runs' cgroups in (the parent of a zygote's),
+    or None. Every process of a run is charged there, also one that is killed before its
+    parent reaps it (which /proc/PID/stat's cminflt of its reaper never sees)."""
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
         try:
             with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == server:
+                    path = memory_cgroup(int(name))
+                    if path and path != memory_cgroup(server):
+                        return os.path.dirname(path)
+        except (OSError, ValueError, IndexError):
             continue
-        pid = int(name)
-        parent[pid] = int(fields[1])
-        cpu[pid] = sum(int(x) for x in fields[11:15]) / TICK  # utime stime cutime cstime
-        faults[pid] = (int(fields[7]), int(fields[8]))  # minflt cminflt
-    out = {"cpu_s": 0.0, "minflt": 0, "root_minflt": faults.get(root, (0, 0))[0]}
-    for pid in cpu:
-        p = pid
-        while p in parent and p != root and p > 1:
-            p = parent[p]
-        if p == root:
-            out["cpu_s"] += cpu[pid]
-            out["minflt"] += sum(faults[pid])
-    return out
+    return None
+
+
+def cgroup_faults(path):
+    """Page faults (minor and major) of everything ever charged to the cgroup at path and below."""
+    with open(os.path.join(path, "memory.stat")) as f:
+        stat = dict(line.split() for line in f)
+    return int(stat["total_pgfault"] if "total_pgfault" in stat else stat["pgfault"])
+
+
+def proc_minflt(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
 def listening_pid(url):
@@ -301,8 +307,10 @@ def airlock(url, token, profile, n, c, warmup):
     load(warmup)
     time.sleep(1.0)  # the pool refills after the warm-up
     z0 = zygote_replacements(url, token, profile)
-    pid = listening_pid(url)
-    tree0 = tree_counts(pid) if pid else None
+    server = listening_pid(url)
+    cgroup = runs_cgroup(server) if server else None
+    if cgroup:
+        faults0, server0 = cgroup_faults(cgroup), proc_minflt(server)
     t0, own0, w0 = machine_cpu_s(), time.process_time(), time.monotonic()
     load(n)
     t1, own1, w1 = machine_cpu_s(), time.process_time(), time.monotonic()
@@ -313,14 +321,13 @@ def airlock(url, token, profile, n, c, warmup):
            "loadgen_cpu_ms_per_run": (own1 - own0) * 1000 / n,
            "runs_per_s": n / (w1 - w0), "n": n,
            "zygotes_replaced": None if z0 is None or z1 is None else z1 - z0}
-    if tree0 is not None:
-        # The server's tree (server, zygotes, runs, their inits): the pool refills the runs taken
-        # (each pays its fork and rehearsal up front) before the second count.
+    if cgroup:
+        # The zygotes and runs (init and program): the pool refills the runs taken (each pays its
+        # fork and rehearsal up front) before the second count.
         time.sleep(1.0)
-        tree1 = tree_counts(pid)
-        out["minflt_per_run"] = (tree1["minflt"] - tree0["minflt"]) / n
-        out["server_minflt_per_run"] = (tree1["root_minflt"] - tree0["root_minflt"]) / n
-        out["tree_cpu_ms_per_run"] = (tree1["cpu_s"] - tree0["cpu_s"]) * 1000 / n
+        out["minflt_per_run"] = (cgroup_faults(cgroup) - faults0) / n
+        out["server_minflt_per_run"] = (proc_minflt(server) - server0) / n
+        out["runs_cgroup"] = cgroup
     return out
 
 
@@ -349,13 +356,13 @@ def main():
         row["fork"] = floor(mods, 0, args.n, args.c)
         row["fork+ns"] = floor(mods, NS_ALL, args.n, args.c)
         row["fork+ns-net"] = floor(mods, NS_ALL & ~CLONE_NEWNET, args.n, args.c)
-        row["fork, cell"] = floor(mods, 0, args.n, args.c, "cell")
         # What a warm run's own shape adds (shared network namespace, as the default server):
         # the pid namespace, then the run's init being a second copy of the interpreter.
         run_ns = (NS_ALL & ~CLONE_NEWNET) | CLONE_NEWPID
         row["clone(ns-net+pid)"] = floor(mods, run_ns, args.n, args.c, "clone")
         row["clone(ns-net+pid), init forks"] = floor(mods, run_ns, args.n, args.c, "init")
         request = runner_request(prof)
+        row["fork, cell"] = floor(mods, 0, args.n, args.c, "runner-cell", request)
         row["fork, runner"] = floor(mods, 0, args.n, args.c, "runner", request)
         row["clone(ns-net+pid), runner"] = floor(mods, run_ns, args.n, args.c, "runner-clone", request)
         row["airlock warm"] = airlock(args.url, args.token, profile, args.n, args.c, args.warmup)
@@ -372,8 +379,8 @@ def main():
         out["profiles"][profile] = row
     out["loadavg_after"] = os.getloadavg()
 
-    names = ["fork", "fork+ns", "fork+ns-net", "fork, cell", "clone(ns-net+pid)", "clone(ns-net+pid), init forks",
-             "fork, runner", "clone(ns-net+pid), runner", "airlock warm", "airlock cold"]
+    names = ["fork", "fork+ns", "fork+ns-net", "clone(ns-net+pid)", "clone(ns-net+pid), init forks",
+             "fork, cell", "fork, runner", "clone(ns-net+pid), runner", "airlock warm", "airlock cold"]
     profiles = list(out["profiles"])
     print(f"whole-machine CPU per run, c={args.c}, n={args.n} "
           f"(load {out['loadavg_before'][0]:.1f} -> {out['loadavg_after'][0]:.1f})\n")
