@@ -166,10 +166,17 @@ RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime
 
 
 def runner_request(profile_json):
-    """The config a warm run's program gets for `print(1)` (as src/exec/python_spec.cc writes it)."""
-    return json.dumps({"code": "print(1)", "filename": "main.py",
-                       "allowed_imports": None if profile_json.get("any_import") else profile_json.get("allowed_imports"),
-                       "result_fd": 3, "capture_figures": False})
+    """The config a warm run's program gets for `print(1)` on /v1/execute, as the server writes it
+    (model::RunnerConfigToJson; read off a run's control socket with strace): the profile's
+    policy, the result caps, and the files a /v1 run reports (so the runner scans its working
+    directory before and after the cell)."""
+    return json.dumps({"allowed_imports": None if profile_json.get("any_import") else profile_json.get("allowed_imports"),
+                       "blocklist": profile_json.get("blocklist", []),
+                       "capture_figures": bool(profile_json.get("matplotlib")), "code": "print(1)",
+                       "filename": "main.py", "max_out_bytes": 10 << 20, "max_out_files": 64,
+                       "max_result_bytes": 4 << 20, "max_result_values": 65536, "max_results": 16,
+                       "preimport": profile_json.get("preimport", []), "result_fd": 3,
+                       "runtime_imports_mode": "enforce"}, separators=(",", ":"))
 
 
 def floor(mods, flags, n, c, shape="fork", request=None):
