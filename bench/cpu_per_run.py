@@ -338,6 +338,24 @@ def airlock(url, token, profile, n, c, warmup):
     return out
 
 
+def print_rows(title, names, rows, cell):
+    """A Markdown table: one line per name, one column per profile of rows ({profile: {name: r}}),
+    each cell(r) ("" where the profile has no such row); lines of empty cells are left out."""
+    print(f"| {title} | " + " | ".join(rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for name in names:
+        cells = [cell(r[name]) if name in r else "" for r in rows.values()]
+        if any(cells):
+            print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def write_json(path, out):
+    """The raw results at path (None: nowhere)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default="http://127.0.0.1:8000", help="an airlock with its warm pool")
@@ -391,29 +409,18 @@ def main():
     profiles = list(out["profiles"])
     print(f"whole-machine CPU per run, c={args.c}, n={args.n} "
           f"(load {out['loadavg_before'][0]:.1f} -> {out['loadavg_after'][0]:.1f})\n")
-    print("| per run, ms of CPU (runs/s) | " + " | ".join(profiles) + " |")
-    print("|---|" + "---:|" * len(profiles))
-    for name in names:
-        cells = []
-        for p in profiles:
-            r = out["profiles"][p].get(name)
-            cells.append(f"{r['cpu_ms_per_run']:.1f} ({r['runs_per_s']:.0f}/s)" if r else "")
-        if any(cells):
-            print(f"| {name} | " + " | ".join(cells) + " |")
-    print("\n| minor page faults per run: children (parent) | " + " | ".join(profiles) + " |")
-    print("|---|" + "---:|" * len(profiles))
-    for name in names:
-        cells = []
-        for p in profiles:
-            r = out["profiles"][p].get(name)
-            if r and "parent_minflt_per_run" in r:
-                cells.append(f"{r['minflt_per_run']:.0f} ({r['parent_minflt_per_run']:.0f})")
-            elif r and "minflt_per_run" in r:
-                cells.append(f"{r['minflt_per_run']:.0f} (server {r['server_minflt_per_run']:.0f})")
-            else:
-                cells.append("")
-        if any(cells):
-            print(f"| {name} | " + " | ".join(cells) + " |")
+
+    def cpu(r):
+        return f"{r['cpu_ms_per_run']:.1f} ({r['runs_per_s']:.0f}/s)"
+
+    def faults(r):
+        if "parent_minflt_per_run" in r:
+            return f"{r['minflt_per_run']:.0f} ({r['parent_minflt_per_run']:.0f})"
+        return f"{r['minflt_per_run']:.0f} (server {r['server_minflt_per_run']:.0f})" if "minflt_per_run" in r else ""
+
+    print_rows("per run, ms of CPU (runs/s)", names, out["profiles"], cpu)
+    print()
+    print_rows("minor page faults per run: children (parent)", names, out["profiles"], faults)
     print()
     labels = {"ratio runner": "clone(ns-net+pid), runner / (fork+ns)", "ratio warm": "airlock warm / (fork+ns)",
               "ratio cold": "airlock cold / (fork+ns)", "ratio warm / fork": "airlock warm / fork",
@@ -428,9 +435,7 @@ def main():
             if r and r.get("zygotes_replaced"):
                 print(f"\n{name}, {p}: {r['zygotes_replaced']} zygote(s) replaced during the measurement "
                       "(--pool-recycle / --pool-recycle-seconds): their start-up is in this row")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(args.json, out)
     return 0
 
 

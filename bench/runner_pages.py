@@ -41,7 +41,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_per_run import PYTHON, RUNNER, runner_request
+from cpu_per_run import PYTHON, RUNNER, runner_request, write_json
 from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
 VARIANTS = ["cell alone", "as is", "no ast", "no json out", "no json in", "no guard", "no files",
@@ -142,9 +142,7 @@ def main():
         print(f"| {v} | " + " | ".join(cells) + " |")
     cells = [f"**{out['profiles'][p]['as is'] / out['profiles'][p]['cell alone']:.1f}x**" for p in profiles]
     print("| as is / cell alone | " + " | ".join(cells) + " |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(args.json, out)
     return 0
 
 

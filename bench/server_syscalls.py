@@ -25,7 +25,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_per_run import closed_loop, listening_pid
+from cpu_per_run import closed_loop, listening_pid, write_json
 from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
 
@@ -113,9 +113,7 @@ def main():
         for call, (calls, failed) in rows.items():
             if calls >= 0.05:
                 print(f"| {call} | {calls:.2f} | {failed:.2f} |" if failed else f"| {call} | {calls:.2f} | |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(args.json, out)
     return 0
 
 
