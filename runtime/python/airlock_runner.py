@@ -1767,8 +1767,11 @@ def _reseed_after_fork(seed):
     # Fresh words from the kernel make the whole state: as unpredictable as seed(None) (whose
     # SeedSequence draws 128 bits and stretches them), without its Python and Cython path,
     # which copies ~90 of the zygote's pages into every run (bench/runner_pages.py).
-    key = sys.modules["numpy"].frombuffer(os.urandom(4 * _MT19937_WORDS), dtype="uint32")
-    numpy_random.set_state(("MT19937", key, _MT19937_WORDS))
+    try:
+        key = sys.modules["numpy"].frombuffer(os.urandom(4 * _MT19937_WORDS), dtype="uint32")
+        numpy_random.set_state(("MT19937", key, _MT19937_WORDS))
+    except Exception:  # noqa: BLE001 - a numpy whose legacy state differs: its own way
+        numpy_random.seed(None)
 
 
 def _run(load, after_fork=False):
