@@ -31,8 +31,8 @@ For each profile (default: minimal and data-science) it measures whole-machine C
                   subtracted
   airlock cold    the same against a second airlock started with `--pool-size 0` (--cold-url)
 
-Each row also gets its minor page faults per run (on this VM tens of microseconds each, so a
-fork's cost is mostly the pages it copies): for a floor those of its children (wait4) and of
+Each row also gets its minor page faults per run (much of what a fork of a large interpreter
+costs is the pages it copies): for a floor those of its children (wait4) and of
 the parent meanwhile (a page shared with the children is copied when the parent writes it too);
 for an airlock row the page faults charged to the cgroup its zygotes and runs live in (memory
 controller's pgfault: each run's init and program, and the zygotes that fork them; nothing else

@@ -3,7 +3,7 @@
 
 A warm run's program is a fork of its zygote; CPython 3.11 writes the reference count of every
 object it touches, so each page of the zygote that the run's Python path touches is copied
-(a minor page fault, tens of microseconds on a VM). This loads the runner as a zygote does
+(a minor page fault and a page copied). This loads the runner as a zygote does
 (runtime/python/airlock_runner.py: site completion, the profile's preimport and warm-ups,
 gc.freeze()), forks children that do what a warm run's program does (warm_rehearse(), then
 warm_main() of the request the server sends for `print(1)` on /v1/execute, in an empty working
