@@ -22,13 +22,26 @@ For each profile (default: minimal and data-science) it measures whole-machine C
                   runs in Python, the rehearsal then the request's `print(1)` cell, its output
                   to /dev/null, and exits: the runner's own CPU in a fresh fork, with no
                   isolation, no server and no HTTP
+  fork, cell      the interpreter of `fork, runner`, each child running the cell alone
+                  (exec(compile("print(1)")), output to /dev/null): the pages a run's program
+                  must write, against which the runner's are set (issue 24: at most 1.5x)
   clone(ns-net+pid), runner   the same child cloned into a run's namespaces (pid 1 there)
   airlock warm    POST /v1/execute of `print(1)` to a running airlock (warm pool), closed loop
                   on c keep-alive connections; this process's own CPU (the load generator) is
                   subtracted
   airlock cold    the same against a second airlock started with `--pool-size 0` (--cold-url)
 
-and prints airlock warm / (fork+ns), the issue's ratio (target <= 2.5), and the cold ratio. It
+Each row also gets its minor page faults per run (much of what a fork of a large interpreter
+costs is the pages it copies): for a floor those of its children (wait4) and of
+the parent meanwhile (a page shared with the children is copied when the parent writes it too);
+for an airlock row the page faults charged to the cgroup its zygotes and runs live in (memory
+controller's pgfault: each run's init and program, and the zygotes that fork them; nothing else
+of the host should run there, e.g. a second airlock started by the same service), and the
+server's own (/proc/PID/stat). The server is found by the port it listens on: run this on its
+host, as root.
+
+It prints airlock warm / (fork+ns), the issue's ratio (target <= 2.5), airlock warm / fork, the
+cold ratio and the runner's faults / the cell's (issue 24: target <= 1.5). It
 says when a zygote of the profile was replaced (recycled or restarted) during an airlock row: that
 zygote's start-up (seconds of CPU for data-science) is then in the row.
 
@@ -59,9 +72,11 @@ NS_ALL = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUT
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 # The floor, run by /usr/bin/python3 in a process of its own: argv = modules flags n c.
-# Prints the number of children that failed to unshare (they must be 0).
+# Prints the number of children that failed to unshare (they must be 0), the minor page faults
+# of the children (wait4) and those of the parent meanwhile (its pages shared with the children
+# are copied when it writes them too).
 FLOOR = r"""
-import ctypes, gc, importlib, os, sys
+import ctypes, gc, importlib, os, resource, sys
 mods = [m for m in sys.argv[1].split(",") if m]
 flags, n, c, shape = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 SYS_CLONE, SIGCHLD = 56, 17  # x86-64
@@ -84,6 +99,12 @@ if shape.startswith("runner"):
     def run():
         for fd in (1, 2, 3):
             os.dup2(devnull, fd)
+        if shape == "runner-cell":
+            # Only the cell, compiled and run by the interpreter itself: the pages a run's program
+            # must write (the issue's reference for the runner's).
+            exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
+            sys.stdout.flush()
+            os._exit(0)
         runner.warm_rehearse()
         os._exit(runner.warm_main(request, -1))
 for m in mods:
@@ -93,10 +114,11 @@ gc.collect()
 gc.freeze()
 sys.stdout.write("ready\n"); sys.stdout.flush()
 sys.stdin.readline()
-failed = started = running = 0
+failed = started = running = child_faults = 0
+own_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 while started < n or running:
     while running < c and started < n:
-        if shape in ("fork", "runner"):
+        if shape in ("fork", "runner", "runner-cell"):
             pid = os.fork()
             if pid == 0:
                 if flags and libc.unshare(flags) != 0:
@@ -122,11 +144,13 @@ while started < n or running:
                 os._exit(4)
         started += 1
         running += 1
-    _, status = os.wait()
+    _, status, usage = os.wait4(-1, 0)
     running -= 1
+    child_faults += usage.ru_minflt
     if status != 0:
         failed += 1
-sys.stdout.write(f"{failed}\n"); sys.stdout.flush()
+own_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - own_faults
+sys.stdout.write(f"{failed} {child_faults} {own_faults}\n"); sys.stdout.flush()
 """
 
 
@@ -142,10 +166,17 @@ RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime
 
 
 def runner_request(profile_json):
-    """The config a warm run's program gets for `print(1)` (as src/exec/python_spec.cc writes it)."""
-    return json.dumps({"code": "print(1)", "filename": "main.py",
-                       "allowed_imports": None if profile_json.get("any_import") else profile_json.get("allowed_imports"),
-                       "result_fd": 3, "capture_figures": False})
+    """The config a warm run's program gets for `print(1)` on /v1/execute, as the server writes it
+    (model::RunnerConfigToJson; read off a run's control socket with strace): the profile's
+    policy, the result caps, and the files a /v1 run reports (so the runner scans its working
+    directory before and after the cell)."""
+    return json.dumps({"allowed_imports": None if profile_json.get("any_import") else profile_json.get("allowed_imports"),
+                       "blocklist": profile_json.get("blocklist", []),
+                       "capture_figures": bool(profile_json.get("matplotlib")), "code": "print(1)",
+                       "filename": "main.py", "max_out_bytes": 10 << 20, "max_out_files": 64,
+                       "max_result_bytes": 4 << 20, "max_result_values": 65536, "max_results": 16,
+                       "preimport": profile_json.get("preimport", []), "result_fd": 3,
+                       "runtime_imports_mode": "enforce"}, separators=(",", ":"))
 
 
 def floor(mods, flags, n, c, shape="fork", request=None):
@@ -159,13 +190,79 @@ def floor(mods, flags, n, c, shape="fork", request=None):
     t0, w0 = machine_cpu_s(), time.monotonic()
     p.stdin.write("go\n")
     p.stdin.flush()
-    failed = int(p.stdout.readline())
+    failed, child_faults, parent_faults = (int(x) for x in p.stdout.readline().split())
     t1, w1 = machine_cpu_s(), time.monotonic()
     p.wait()
     if failed:
         what = "ran the runner to a non-zero exit" if extra else f"failed to unshare({flags:#x}): run as root"
         raise SystemExit(f"{failed} of {n} floor children ({shape}) {what}")
-    return {"cpu_ms_per_run": (t1 - t0) * 1000 / n, "runs_per_s": n / (w1 - w0), "n": n}
+    return {"cpu_ms_per_run": (t1 - t0) * 1000 / n, "runs_per_s": n / (w1 - w0), "n": n,
+            "minflt_per_run": child_faults / n, "parent_minflt_per_run": parent_faults / n}
+
+
+def memory_cgroup(pid):
+    """The directory of pid's memory cgroup (v1's memory controller, or v2's unified tree)."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if "memory" in controllers.split(","):
+                return "/sys/fs/cgroup/memory" + path
+            if controllers == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+                return "/sys/fs/cgroup" + path
+    return None
+
+
+def runs_cgroup(server):
+    """The cgroup the server makes its zygotes' and runs' cgroups in (the parent of a zygote's),
+    or None. Every process of a run is charged there, also one that is killed before its
+    parent reaps it (which /proc/PID/stat's cminflt of its reaper never sees)."""
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == server:
+                    path = memory_cgroup(int(name))
+                    if path and path != memory_cgroup(server):
+                        return os.path.dirname(path)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def cgroup_faults(path):
+    """Page faults (minor and major) of everything ever charged to the cgroup at path and below."""
+    with open(os.path.join(path, "memory.stat")) as f:
+        stat = dict(line.split() for line in f)
+    return int(stat["total_pgfault"] if "total_pgfault" in stat else stat["pgfault"])
+
+
+def proc_minflt(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
+def listening_pid(url):
+    """The process listening on url's port on this host (None: not found, or not ours to see)."""
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{cols[9]}]")
+        except OSError:
+            pass
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{name}/fd"):
+                if os.readlink(f"/proc/{name}/fd/{fd}") in inodes:
+                    return int(name)
+        except OSError:
+            continue
+    return None
 
 
 def zygote_replacements(url, token, profile):
@@ -217,16 +314,46 @@ def airlock(url, token, profile, n, c, warmup):
     load(warmup)
     time.sleep(1.0)  # the pool refills after the warm-up
     z0 = zygote_replacements(url, token, profile)
+    server = listening_pid(url)
+    cgroup = runs_cgroup(server) if server else None
+    if cgroup:
+        faults0, server0 = cgroup_faults(cgroup), proc_minflt(server)
     t0, own0, w0 = machine_cpu_s(), time.process_time(), time.monotonic()
     load(n)
     t1, own1, w1 = machine_cpu_s(), time.process_time(), time.monotonic()
     z1 = zygote_replacements(url, token, profile)
     if errors:
         raise SystemExit(f"{len(errors)} wrong answers from {url}, e.g. {errors[0]}")
-    return {"cpu_ms_per_run": ((t1 - t0) - (own1 - own0)) * 1000 / n,
-            "loadgen_cpu_ms_per_run": (own1 - own0) * 1000 / n,
-            "runs_per_s": n / (w1 - w0), "n": n,
-            "zygotes_replaced": None if z0 is None or z1 is None else z1 - z0}
+    out = {"cpu_ms_per_run": ((t1 - t0) - (own1 - own0)) * 1000 / n,
+           "loadgen_cpu_ms_per_run": (own1 - own0) * 1000 / n,
+           "runs_per_s": n / (w1 - w0), "n": n,
+           "zygotes_replaced": None if z0 is None or z1 is None else z1 - z0}
+    if cgroup:
+        # The zygotes and runs (init and program): the pool refills the runs taken (each pays its
+        # fork and rehearsal up front) before the second count.
+        time.sleep(1.0)
+        out["minflt_per_run"] = (cgroup_faults(cgroup) - faults0) / n
+        out["server_minflt_per_run"] = (proc_minflt(server) - server0) / n
+        out["runs_cgroup"] = cgroup
+    return out
+
+
+def print_rows(title, names, rows, cell):
+    """A Markdown table: one line per name, one column per profile of rows ({profile: {name: r}}),
+    each cell(r) ("" where the profile has no such row); lines of empty cells are left out."""
+    print(f"| {title} | " + " | ".join(rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for name in names:
+        cells = [cell(r[name]) if name in r else "" for r in rows.values()]
+        if any(cells):
+            print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def write_json(path, out):
+    """The raw results at path (None: nowhere)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
 
 
 def main():
@@ -260,6 +387,7 @@ def main():
         row["clone(ns-net+pid)"] = floor(mods, run_ns, args.n, args.c, "clone")
         row["clone(ns-net+pid), init forks"] = floor(mods, run_ns, args.n, args.c, "init")
         request = runner_request(prof)
+        row["fork, cell"] = floor(mods, 0, args.n, args.c, "runner-cell", request)
         row["fork, runner"] = floor(mods, 0, args.n, args.c, "runner", request)
         row["clone(ns-net+pid), runner"] = floor(mods, run_ns, args.n, args.c, "runner-clone", request)
         row["airlock warm"] = airlock(args.url, args.token, profile, args.n, args.c, args.warmup)
@@ -268,39 +396,46 @@ def main():
         base = row["fork+ns"]["cpu_ms_per_run"]
         row["ratio warm"] = row["airlock warm"]["cpu_ms_per_run"] / base
         row["ratio runner"] = row["clone(ns-net+pid), runner"]["cpu_ms_per_run"] / base
+        row["ratio warm / fork"] = row["airlock warm"]["cpu_ms_per_run"] / row["fork"]["cpu_ms_per_run"]
+        # The issue's page target: the runner's faults against a fork that runs the cell alone.
+        row["ratio runner faults"] = row["fork, runner"]["minflt_per_run"] / row["fork, cell"]["minflt_per_run"]
         if "airlock cold" in row:
             row["ratio cold"] = row["airlock cold"]["cpu_ms_per_run"] / base
         out["profiles"][profile] = row
     out["loadavg_after"] = os.getloadavg()
 
     names = ["fork", "fork+ns", "fork+ns-net", "clone(ns-net+pid)", "clone(ns-net+pid), init forks",
-             "fork, runner", "clone(ns-net+pid), runner", "airlock warm", "airlock cold"]
+             "fork, cell", "fork, runner", "clone(ns-net+pid), runner", "airlock warm", "airlock cold"]
     profiles = list(out["profiles"])
     print(f"whole-machine CPU per run, c={args.c}, n={args.n} "
           f"(load {out['loadavg_before'][0]:.1f} -> {out['loadavg_after'][0]:.1f})\n")
-    print("| per run, ms of CPU (runs/s) | " + " | ".join(profiles) + " |")
-    print("|---|" + "---:|" * len(profiles))
-    for name in names:
-        cells = []
-        for p in profiles:
-            r = out["profiles"][p].get(name)
-            cells.append(f"{r['cpu_ms_per_run']:.1f} ({r['runs_per_s']:.0f}/s)" if r else "")
-        if any(cells):
-            print(f"| {name} | " + " | ".join(cells) + " |")
-    labels = {"ratio runner": "clone(ns-net+pid), runner", "ratio warm": "airlock warm", "ratio cold": "airlock cold"}
+
+    def cpu(r):
+        return f"{r['cpu_ms_per_run']:.1f} ({r['runs_per_s']:.0f}/s)"
+
+    def faults(r):
+        if "parent_minflt_per_run" in r:
+            return f"{r['minflt_per_run']:.0f} ({r['parent_minflt_per_run']:.0f})"
+        return f"{r['minflt_per_run']:.0f} (server {r['server_minflt_per_run']:.0f})" if "minflt_per_run" in r else ""
+
+    print_rows("per run, ms of CPU (runs/s)", names, out["profiles"], cpu)
+    print()
+    print_rows("minor page faults per run: children (parent)", names, out["profiles"], faults)
+    print()
+    labels = {"ratio runner": "clone(ns-net+pid), runner / (fork+ns)", "ratio warm": "airlock warm / (fork+ns)",
+              "ratio cold": "airlock cold / (fork+ns)", "ratio warm / fork": "airlock warm / fork",
+              "ratio runner faults": "faults: fork, runner / fork, cell"}
     for key, label in labels.items():
         cells = [f"**{out['profiles'][p][key]:.1f}x**" if key in out["profiles"][p] else "" for p in profiles]
         if any(cells):
-            print(f"| {label} / (fork+ns) | " + " | ".join(cells) + " |")
+            print(f"| {label} | " + " | ".join(cells) + " |")
     for p in profiles:
         for name in ("airlock warm", "airlock cold"):
             r = out["profiles"][p].get(name)
             if r and r.get("zygotes_replaced"):
                 print(f"\n{name}, {p}: {r['zygotes_replaced']} zygote(s) replaced during the measurement "
                       "(--pool-recycle / --pool-recycle-seconds): their start-up is in this row")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(args.json, out)
     return 0
 
 

@@ -1749,14 +1749,29 @@ def warm_rehearse():
         linecache.cache.pop("<rehearsal>", None)
 
 
+# The state of numpy's legacy generator (MT19937): 624 words of 32 bits, and the position.
+_MT19937_WORDS = 624
+
+
 def _reseed_after_fork(seed):
     """A forked run starts with its zygote's generator states: give it fresh ones."""
     import random
 
     random.seed(seed)  # None: from os.urandom
     numpy_random = sys.modules.get("numpy.random")
-    if numpy_random is not None:
-        numpy_random.seed(None if seed is None else seed % (2 ** 32))
+    if numpy_random is None:
+        return
+    if seed is not None:
+        numpy_random.seed(seed % (2 ** 32))
+        return
+    # Fresh words from the kernel make the whole state: as unpredictable as seed(None) (whose
+    # SeedSequence draws 128 bits and stretches them), without its Python and Cython path,
+    # which copies ~90 of the zygote's pages into every run (bench/runner_pages.py).
+    try:
+        key = sys.modules["numpy"].frombuffer(os.urandom(4 * _MT19937_WORDS), dtype="uint32")
+        numpy_random.set_state(("MT19937", key, _MT19937_WORDS))
+    except Exception:  # noqa: BLE001 - a numpy whose legacy state differs: its own way
+        numpy_random.seed(None)
 
 
 def _run(load, after_fork=False):

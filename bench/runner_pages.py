@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Which parts of the runner's per-run path cost a warm run its pages (issue 24).
+
+A warm run's program is a fork of its zygote; CPython 3.11 writes the reference count of every
+object it touches, so each page of the zygote that the run's Python path touches is copied
+(a minor page fault and a page copied). This loads the runner as a zygote does
+(runtime/python/airlock_runner.py: site completion, the profile's preimport and warm-ups,
+gc.freeze()), forks children that do what a warm run's program does (warm_rehearse(), then
+warm_main() of the request the server sends for `print(1)` on /v1/execute, in an empty working
+directory, output to /dev/null) and counts their minor faults (getrusage in the child, median
+of -k forks). Then it does the same with one part of the path replaced by a stub in the parent
+before the fork, so that the difference is what that part adds to the pages a run writes (the
+union: a part whose pages others touch anyway adds nothing):
+
+  cell alone    the child only runs exec(compile("print(1)")): the floor of a run's program
+  as is         the runner's path, whole
+  no ast        _compile_cell compiles the text directly (the last value is not shown)
+  no json out   the events are written as a constant line (json.dumps not called)
+  no json in    the request is a dict made before the fork (json.loads not called)
+  no guard      the import guard is not installed
+  no files      the working directory is not scanned (before and after the cell)
+  no reseed     the run's random generators are not reseeded after the fork
+  no rehearsal  warm_rehearse() is skipped (a run then pays its pages on the request's time)
+
+The stubs change what the runner does: they are measurements of what a rewrite could save,
+never a configuration.
+
+    bench/runner_pages.py --url http://127.0.0.1:8000 [--profiles minimal,data-science] [-k 15] [--json F]
+
+The server is only asked for each profile's preimport and policy (GET /v1/profiles/NAME).
+Standard library only; the interpreter is /usr/bin/python3, the one the sandboxes run.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_per_run import PYTHON, RUNNER, runner_request, write_json
+from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
+
+VARIANTS = ["cell alone", "as is", "no ast", "no json out", "no json in", "no guard", "no files",
+            "no reseed", "no rehearsal"]
+
+# Run by /usr/bin/python3 -I -S: argv = runner preimport request variant k. Prints the children's
+# minor faults, one a line.
+CHILD = r"""
+import gc, json, os, resource, sys, types
+path, mods, request, variant, k = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3], sys.argv[4], int(sys.argv[5])
+helpers = {}
+for name in ("airlock_charts", "airlock_display"):
+    with open(os.path.join(os.path.dirname(path), name + ".py"), "rb") as f:
+        helpers[name] = f.read()
+runner = types.ModuleType("airlock_runner")
+runner.__file__ = "/sandbox/airlock_runner.py"
+with open(path, "rb") as f:
+    exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
+runner.complete_site()
+runner.zygote_preimport(mods, helpers)
+raw = request.encode()
+if variant == "no ast":
+    runner._compile_cell = lambda text, filename, lines: (compile(text, filename, "exec"), None)
+elif variant == "no json out":
+    runner._encode_event = lambda event: b'{"type":"end","exit_code":0,"max_rss_kb":0}\n'
+elif variant == "no json in":
+    parsed, loads = json.loads(raw), json.loads
+    json.loads = lambda b, **kw: dict(parsed) if b == raw else loads(b, **kw)
+elif variant == "no guard":
+    runner.ImportGuard.install = lambda self: None
+elif variant == "no files":
+    runner._scan_files = lambda: ({}, True)
+elif variant == "no reseed":
+    runner._reseed_after_fork = lambda seed: None
+elif variant == "no rehearsal":
+    runner.warm_rehearse = lambda: None
+devnull = os.open("/dev/null", os.O_WRONLY)
+gc.collect()
+gc.freeze()
+for _ in range(k):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (1, 2, 3):
+            os.dup2(devnull, fd)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        if variant == "cell alone":
+            exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
+            sys.stdout.flush()
+        else:
+            runner.warm_rehearse()
+            runner.warm_main(raw, -1)
+        os.write(w, str(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before).encode())
+        os._exit(0)
+    os.close(w)
+    out = os.read(r, 64)
+    os.close(r)
+    os.waitpid(pid, 0)
+    print(int(out), flush=True)
+"""
+
+
+def measure(mods, request, variant, k, workdir):
+    out = subprocess.run([PYTHON, "-I", "-S", "-c", CHILD, RUNNER, ",".join(mods), request, variant, str(k)],
+                         cwd=workdir, capture_output=True, text=True, check=True).stdout
+    return statistics.median(int(x) for x in out.split())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8000", help="an airlock, asked for its profiles")
+    ap.add_argument("--token", default=os.environ.get("AIRLOCK_TOKEN", ""))
+    ap.add_argument("--profiles", default="minimal,data-science")
+    ap.add_argument("-k", type=int, default=15, help="forks per variant (the median is kept)")
+    ap.add_argument("--json", help="write the raw results here")
+    args = ap.parse_args()
+
+    out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "k": args.k, "uname": os.uname().release,
+           "profiles": {}}
+    with tempfile.TemporaryDirectory() as workdir:
+        for profile in args.profiles.split(","):
+            status, data = Client(args.url, args.token).request("GET", f"/v1/profiles/{profile}")
+            if status != 200:
+                raise SystemExit(f"GET /v1/profiles/{profile}: {status} {data[:200]!r}")
+            prof = json.loads(data)
+            mods, request = prof.get("preimport", []), runner_request(prof)
+            out["profiles"][profile] = {v: measure(mods, request, v, args.k, workdir) for v in VARIANTS}
+    profiles = list(out["profiles"])
+    print(f"minor page faults of a warm run's program (median of {args.k} forks), and what each part adds\n")
+    print("| the child runs | " + " | ".join(profiles) + " |")
+    print("|---|" + "---:|" * len(profiles))
+    for v in VARIANTS:
+        cells = []
+        for p in profiles:
+            row = out["profiles"][p]
+            delta = "" if v in ("cell alone", "as is") else f" ({row[v] - row['as is']:+.0f})"
+            cells.append(f"{row[v]:.0f}{delta}")
+        print(f"| {v} | " + " | ".join(cells) + " |")
+    cells = [f"**{out['profiles'][p]['as is'] / out['profiles'][p]['cell alone']:.1f}x**" for p in profiles]
+    print("| as is / cell alone | " + " | ".join(cells) + " |")
+    write_json(args.json, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
