@@ -12,8 +12,8 @@ fd 4 the event channel (JSON lines, ASCII). It starts `bash --noprofile --norc` 
 stdout and stderr are the kernel's (the cell's output goes straight to the server), and runs
 each cell in it with `eval`, so that `cd`, variables, functions and aliases stay for the next
 cell. Per call: the cell's output, then {"type":"end","exit_code":<the cell's $?>,"call":n}. A
-cell that ends bash (`exit 3`) ends the kernel with bash's status: the server restarts the
-context.
+cell that ends bash (`exit 3`) ends the kernel with bash's status and no end event: the call's
+answer says its context ended, and the next call starts a fresh one.
 
 The bash reads the cells from a pipe of its own (fd 5 in bash: the length of each part in
 characters on a line, then the part), never from its stdin (/dev/null), so a cell that reads
@@ -175,14 +175,11 @@ def main(argv):
                 break
             line += more
         if not line.endswith(b"\n"):
-            # bash ended in the cell (exit, a fatal signal): so does the kernel, with its status.
+            # bash ended in the cell (exit, a fatal signal): so does the kernel, with its status
+            # and no end event, so that the server sees this call end its context (and starts a
+            # fresh one for the next), rather than the next call finding it gone.
             code = bash.wait()
-            code = code if code >= 0 else 128 - code
-            end = {"type": "end", "exit_code": code}
-            if call is not None:
-                end["call"] = call
-            _emit([end])
-            return code
+            return code if code >= 0 else 128 - code
         end = {"type": "end", "exit_code": int(line.strip() or b"0")}
         if call is not None:
             end["call"] = call
