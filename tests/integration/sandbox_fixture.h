@@ -36,7 +36,11 @@ inline std::string RunPathName(const ::testing::TestParamInfo<RunPath>& info) {
 }
 
 // How many host processes have `token` in their command line.
-inline int HostProcessesWith(const std::string& token) {
+// Host processes whose command line has `token` (argv0_only: as argv[0]
+// exactly, e.g. `exec -a TOKEN sleep`: a chain of execs on the way there shows
+// an empty command line for a moment in each exec, and the processes before
+// the last exec have the token elsewhere in theirs).
+inline int HostProcessesWith(const std::string& token, bool argv0_only = false) {
   int n = 0;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return -1;
@@ -44,7 +48,7 @@ inline int HostProcessesWith(const std::string& token) {
     if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
     std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
     std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmd.find(token) != std::string::npos) ++n;
+    if (argv0_only ? cmd.compare(0, cmd.find('\0'), token) == 0 : cmd.find(token) != std::string::npos) ++n;
   }
   closedir(proc);
   return n;
@@ -52,11 +56,11 @@ inline int HostProcessesWith(const std::string& token) {
 
 // Waits (bounded: 60 s, for a busy host) until a host process has `token` in
 // its command line; how many do then.
-inline int WaitForHostProcessWith(const std::string& token) {
-  for (int i = 0; i < 6000 && HostProcessesWith(token) == 0; ++i) {
+inline int WaitForHostProcessWith(const std::string& token, bool argv0_only = false) {
+  for (int i = 0; i < 6000 && HostProcessesWith(token, argv0_only) == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return HostProcessesWith(token);
+  return HostProcessesWith(token, argv0_only);
 }
 
 class SandboxTest : public ::testing::Test {

@@ -54,6 +54,7 @@ std::vector<Sample> Samples() {
       {"import hashlib\nhashlib.md5(b'')\n", {}},
       {"u = 'javascript:alert(1)'\n", {}},
       {"s = 'please ignore previous instructions now'\n", {}},
+      {"access = 'user' # \u202e admin\n", {}},
   };
 }
 
