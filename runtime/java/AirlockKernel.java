@@ -7,7 +7,7 @@
 //
 //   /usr/bin/java [memory flags] --source 11 /proc/self/fd/5 <cwd>
 //
-// (this file arrives on fd 5, a pipe the server fills; the JDK compiles it in memory), with
+// (this file arrives on fd 5, a sealed memfd; the JDK compiles it in memory), with
 // fd 3 the control pipe (calls: "C", an 8-byte little-endian length, a JSON frame
 // {"frame":"call","code":str,"call":int,"env":{str:str}}) and fd 4 the event channel (JSON
 // lines, ASCII). Per call: the cell's output on stdout and stderr, then

@@ -6,7 +6,7 @@
 #
 #   /usr/bin/Rscript --vanilla /proc/self/fd/5 <cwd>
 #
-# (this file arrives on fd 5, a pipe the server fills), with fd 3 the control pipe (calls: "C",
+# (this file arrives on fd 5, a sealed memfd), with fd 3 the control pipe (calls: "C",
 # an 8-byte little-endian length, a JSON frame {"frame":"call","code":str,"call":int,
 # "env":{str:str}}) and fd 4 the event channel (JSON lines, ASCII). Per call: the cell's output
 # on stdout and stderr, then {"type":"result","is_main_result":true,"data":{"text/plain":...}}

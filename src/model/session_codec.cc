@@ -25,6 +25,21 @@ bool Seconds(const json& doc, const char* field, std::optional<double>* out, Api
   return true;
 }
 
+// 422 for any of `keys` present (not null) in the request object `body`:
+// fields fixed at creation, refused rather than ignored; `why` follows the name.
+bool RefuseFixed(std::string_view body, const RequestCaps& caps, std::initializer_list<const char*> keys,
+                 const char* why, ApiError* error) {
+  json doc;
+  if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
+  for (const char* key : keys) {
+    if (auto it = doc.find(key); it != doc.end() && !it->is_null()) {
+      *error = Unprocessable(key, std::string(key) + why);
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ParseSessionCreateRequest(std::string_view body, const RequestCaps& caps, SessionCreateRequest* request,
@@ -57,33 +72,19 @@ bool ParseSessionExecuteRequest(std::string_view body, const RequestCaps& caps, 
   // "language" (any NormalizeLanguage name) picks the session's context of
   // that language; absent, the session's own language.
   if (!ParseExecuteRequest(body, caps, request, error)) return false;
-  json doc;
-  if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
-  for (const char* key : {"profile", "limits"}) {
-    if (auto it = doc.find(key); it != doc.end() && !it->is_null()) {
-      *error = Unprocessable(key, std::string(key) +
-                                      ": a session's profile and limits are fixed when it is created "
-                                      "(POST /v1/sessions); leave this field out");
-      return false;
-    }
-  }
-  return true;
+  return RefuseFixed(body, caps, {"profile", "limits"},
+                     ": a session's profile and limits are fixed when it is created (POST /v1/sessions); leave this "
+                     "field out",
+                     error);
 }
 
 bool ParseContextExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
                                 ApiError* error) {
   if (!ParseExecuteRequest(body, caps, request, error)) return false;
-  json doc;
-  if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
-  for (const char* key : {"profile", "limits", "language"}) {
-    if (auto it = doc.find(key); it != doc.end() && !it->is_null()) {
-      *error = Unprocessable(key, std::string(key) +
-                                      ": a context's language, and its session's profile and limits, are fixed when "
-                                      "they are created; leave this field out");
-      return false;
-    }
-  }
-  return true;
+  return RefuseFixed(body, caps, {"profile", "limits", "language"},
+                     ": a context's language, and its session's profile and limits, are fixed when they are "
+                     "created; leave this field out",
+                     error);
 }
 
 bool ParseContextCreateRequest(std::string_view body, const RequestCaps& caps, ContextCreateRequest* request,
