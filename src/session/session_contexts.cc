@@ -19,6 +19,15 @@ int64_t UnixMs() {
       .count();
 }
 
+model::ApiError TooManyContexts(size_t cap) {
+  model::ApiError e{model::ErrorKind::kTooManyRequests,
+                    "the session holds " + std::to_string(cap) +
+                        " contexts (interpreters), this server's cap per session; end one first",
+                    ""};
+  e.retry_after_s = 1;
+  return e;
+}
+
 model::ApiError ContextNotFound(const std::string& context_id) {
   model::ApiError e{model::ErrorKind::kNotFound,
                     "no context '" + context_id.substr(0, 80) +
@@ -86,10 +95,7 @@ bool SessionManager::StartContext(const std::shared_ptr<Entry>& e, Context& cont
   probe.session_call = true;
   service::Prepared p = svc_.Prepare(probe, "context");
   if (p.verdict != service::Verdict::kRun && p.verdict != service::Verdict::kNeedsApproval) {
-    *error = p.error;
-    if (error->field == "language" && !svc_.languages().Missing(context.language).empty()) {
-      error->kind = model::ErrorKind::kBadRequest;  // a runtime this host lacks: 400, naming the package
-    }
+    *error = LanguageError(p.error, probe.language);
     return false;
   }
   exec::SandboxOptions options;
@@ -145,11 +151,7 @@ std::optional<model::ContextView> SessionManager::CreateContext(const std::strin
     if (!e) return std::nullopt;
     live = e->live;
     if (live->context_count() >= opt_.max_contexts) {
-      *error = {model::ErrorKind::kTooManyRequests,
-                "the session holds " + std::to_string(opt_.max_contexts) +
-                    " contexts, this server's cap (--session-max-contexts); delete one first",
-                ""};
-      error->retry_after_s = 1;
+      *error = TooManyContexts(opt_.max_contexts);
       return std::nullopt;
     }
     e->last_used = Clock::now();
@@ -267,11 +269,7 @@ std::shared_ptr<Context> SessionManager::DefaultContextLocked(Entry& e, profile:
     if (c->language == language && (c->main || c->language_default)) return c;
   }
   if (all.size() >= opt_.max_contexts) {
-    *error = {model::ErrorKind::kTooManyRequests,
-              "the session holds " + std::to_string(opt_.max_contexts) +
-                  " contexts, this server's cap (--session-max-contexts); delete one first",
-              ""};
-    error->retry_after_s = 1;
+    *error = TooManyContexts(opt_.max_contexts);
     return nullptr;
   }
   std::shared_ptr<Context> c = e.live->AddContext(language, isolation::kWorkspaceDir, {});
@@ -326,7 +324,7 @@ CallReply SessionManager::ExecuteIn(const std::string& id, const std::string& ow
   req.limits = e->base.limits;
   req.language = std::string(profile::LanguageName(c->language));
   std::unique_ptr<PendingCall> pending =
-      Launch(e, c, /*holds_session=*/false, req, svc_.Prepare(req, request_id), request_id, hooks, &reply);
+      Launch(e, c, /*holds_session=*/false, req, svc_.Prepare(req, request_id), hooks, &reply);
   if (!pending) return reply;
   pending->call().WaitDone();
   return FinishCall(std::move(pending));

@@ -378,14 +378,13 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
     }
     if (!c) return nullptr;
   }
-  return Launch(e, c, /*holds_session=*/true, req, std::move(p), request_id, hooks, refused);
+  return Launch(e, c, /*holds_session=*/true, req, std::move(p), hooks, refused);
 }
 
 std::unique_ptr<PendingCall> SessionManager::Launch(const std::shared_ptr<Entry>& e, const std::shared_ptr<Context>& c,
                                                     bool holds_session, const model::ExecuteRequest& req,
-                                                    service::Prepared p, const std::string& request_id,
-                                                    const CallHooks& hooks, CallReply* refused) {
-  (void)request_id;
+                                                    service::Prepared p, const CallHooks& hooks,
+                                                    CallReply* refused) {
   CallReply& reply = *refused;
   reply.profile = p.profile_name;
   reply.code_sha256 = p.code_sha256;

@@ -221,7 +221,7 @@ class SessionManager {
   // released, when it does not run.
   std::unique_ptr<PendingCall> Launch(const std::shared_ptr<Entry>& e, const std::shared_ptr<Context>& c,
                                       bool holds_session, const model::ExecuteRequest& req, service::Prepared p,
-                                      const std::string& request_id, const CallHooks& hooks, CallReply* refused);
+                                      const CallHooks& hooks, CallReply* refused);
   std::shared_ptr<Entry> Find(const std::string& id, const std::string& owner, model::ApiError* error,
                               bool want_live);
   model::SessionView View(const Entry& e) const;
