@@ -195,10 +195,6 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   p.File("/etc/hostname", spec.hostname + "\n");
   for (const char* path : kEtcPaths) p.CopyOrMirrorRo(path);
   for (const std::string& path : EtcJavaDirs()) p.MirrorRo(path);
-  // root's home, empty and read-only, as every Linux system has it: a
-  // program or a context asked to work there finds it (the workspace is
-  // /home/user).
-  p.Dir("/root");
 
   // /dev: a small tmpfs with the harmless character devices bound from the host.
   p.Tmpfs("/dev", "mode=0755,size=65536");
