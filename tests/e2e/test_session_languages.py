@@ -359,21 +359,27 @@ def connect_attempts(targets):
 class TestAttacksInEachLanguage(LanguageSessions):
     """The kernel layers are the whole boundary for these languages (no analyzer reads them)."""
 
+    def attempt_in_each_language(self, code_by_language, success, attempts):
+        """Runs each language's cell in one Python session's context of that language; asserts that
+        no line says `success` and that each of the `attempts` printed DENIED. Yields each answer
+        for the caller's own checks."""
+        sid = self.new("python")["id"]
+        for language, code in code_by_language.items():
+            with self.subTest(language=language):
+                self.need(language)
+                r = self.call(sid, code, language=language)
+                self.assertIsNone(r["error"], r)
+                self.assertEqual(lines_with(success, r["stdout"]), [], r["stdout"])
+                self.assertEqual(len(lines_with("DENIED", r["stdout"])), attempts, r["stdout"])
+                yield r
+
     def test_cannot_read_host_files(self):
         d, secret, token = plant_host_secret("airlock-e2e-ctx-host-")
         try:
             paths = [secret, "/proc/1/root" + secret, "/proc/self/root" + secret,
                      f"/proc/{server.proc.pid}/environ", "/proc/1/root/etc/shadow"]
-            sid = self.new("python")["id"]
-            for language, code in read_attempts(paths).items():
-                with self.subTest(language=language):
-                    self.need(language)
-                    r = self.call(sid, code, language=language)
-                    out = r["stdout"]
-                    self.assertIsNone(r["error"], r)
-                    self.assertNotIn(token, out + r["stderr"])
-                    self.assertEqual(lines_with("READ", out), [], out)
-                    self.assertEqual(len(lines_with("DENIED", out)), len(paths), out)
+            for r in self.attempt_in_each_language(read_attempts(paths), "READ", len(paths)):
+                self.assertNotIn(token, r["stdout"] + r["stderr"])
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
@@ -384,17 +390,9 @@ class TestAttacksInEachLanguage(LanguageSessions):
         listener.setblocking(False)
         targets = [("127.0.0.1", listener.getsockname()[1]), ("127.0.0.1", server.port)]
         try:
-            sid = self.new("python")["id"]
-            for language, code in connect_attempts(targets).items():
-                with self.subTest(language=language):
-                    self.need(language)
-                    r = self.call(sid, code, language=language)
-                    out = r["stdout"]
-                    self.assertIsNone(r["error"], r)
-                    self.assertEqual(lines_with("CONNECTED", out), [], out)
-                    self.assertEqual(len(lines_with("DENIED", out)), len(targets), out)
-                    with self.assertRaises(BlockingIOError, msg="the host's listener got a connection"):
-                        listener.accept()
+            for _ in self.attempt_in_each_language(connect_attempts(targets), "CONNECTED", len(targets)):
+                with self.assertRaises(BlockingIOError, msg="the host's listener got a connection"):
+                    listener.accept()
         finally:
             listener.close()
 
