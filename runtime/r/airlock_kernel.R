@@ -24,8 +24,8 @@
 local({
   args <- commandArgs(trailingOnly = TRUE)
   cwd <- if (length(args) >= 1) args[[length(args)]] else "/home/user"
-  control <- file("/proc/self/fd/3", open = "rb")
-  events <- file("/proc/self/fd/4", open = "wb")
+  control <- file("/proc/self/fd/3", open = "rb", raw = TRUE)
+  events <- file("/proc/self/fd/4", open = "wb", raw = TRUE)
   text_cap <- 1048576L
 
   # ---- a small JSON reader for the server's frames (objects, strings, numbers, literals) ----

@@ -229,6 +229,17 @@ class TestEachLanguage(LanguageSessions):
         self.assertFalse(r["context"]["restarted"], r)
         self.assertEqual(r["execution_count"], 1)
 
+    def test_an_r_context_that_quits_starts_afresh(self):
+        self.need("r")
+        sid = self.new("r")["id"]
+        self.call(sid, "x <- 5")
+        r = self.call(sid, "cat('before\\n'); quit(status = 4)", ends_context=True)
+        self.assertEqual((r["stdout"], r["stderr"]), ("before\n", ""), r)  # nothing of the kernel's own
+        self.assertTrue(r["context"]["restarted"], r)
+        self.assertIn("exited with code 4", r["context"]["end_reason"])
+        r = self.call(sid, "exists('x')")
+        self.assertEqual(r["result"], "[1] FALSE", r)
+
     def test_a_timeout_interrupts_the_cell_and_the_context_lives(self):
         self.need("bash")
         sid = self.new("bash")["id"]
