@@ -27,6 +27,9 @@ packages=(
   # what sandboxed programs use (the data-science and visualization profiles); PIL
   # (matplotlib's own dependency) is named too: images are shown as PNG (docs/api.md, Cells)
   python3 python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pil
+  # the interpreters of sessions in other languages (issue 22; docs/api.md, Sessions):
+  # TypeScript's compiler for node (node runs it inside the sandbox), R, and Java's JShell
+  node-typescript r-base-core default-jdk-headless
 )
 missing=()
 for p in "${packages[@]}"; do

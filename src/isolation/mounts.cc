@@ -1,5 +1,6 @@
 // The sandbox's filesystem: a tmpfs root assembled at a staging path, then
 // pivot_root into it. What the run sees is only what PlanMounts() lists.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -26,8 +27,23 @@ constexpr const char* kSystemPaths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32
 constexpr const char* kEtcPaths[] = {
     "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
     "/etc/alternatives", "/etc/fonts",     "/etc/matplotlibrc", "/etc/python3",
-    "/etc/python3.11",  "/etc/mime.types", "/etc/nsswitch.conf",
+    "/etc/python3.11",  "/etc/mime.types", "/etc/nsswitch.conf", "/etc/R",
 };
+
+// The JDK's configuration (its conf/ and lib/security/ files are symlinks
+// into /etc/java-<version>-openjdk on Debian): every such directory there is.
+std::vector<std::string> EtcJavaDirs() {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir("/etc")) {
+    while (struct dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("java-", 0) == 0) out.push_back("/etc/" + name);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 // Where the host's root stays reachable while the new root is assembled; bind
 // sources are read through it, then it is detached.
@@ -178,6 +194,7 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   p.File("/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t" + spec.hostname + "\n");
   p.File("/etc/hostname", spec.hostname + "\n");
   for (const char* path : kEtcPaths) p.CopyOrMirrorRo(path);
+  for (const std::string& path : EtcJavaDirs()) p.MirrorRo(path);
 
   // /dev: a small tmpfs with the harmless character devices bound from the host.
   p.Tmpfs("/dev", "mode=0755,size=65536");
@@ -225,6 +242,7 @@ std::vector<std::string> HostPathsOfPlan(const Spec& spec) {
   using namespace internal;
   std::vector<std::string> out(std::begin(kSystemPaths), std::end(kSystemPaths));
   out.insert(out.end(), std::begin(kEtcPaths), std::end(kEtcPaths));
+  for (const std::string& path : EtcJavaDirs()) out.push_back(path);
   out.insert(out.end(), std::begin(kDevices), std::end(kDevices));
   out.insert(out.end(), spec.ro_binds.begin(), spec.ro_binds.end());
   return out;

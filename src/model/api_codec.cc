@@ -1,5 +1,6 @@
 // JSON for the HTTP service's requests and responses (model/execute.h).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -245,6 +246,21 @@ bool IsValidUtf8(std::string_view s, size_t* bad_offset) {
   return true;
 }
 
+std::string NormalizeLanguage(std::string_view name) {
+  std::string l;
+  for (char c : name) {
+    if (c != ' ' && c != '\t' && l.size() < 32) l.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  if (l == "python3") return "python";
+  if (l == "js" || l == "node") return "javascript";
+  if (l == "ts") return "typescript";
+  if (l == "sh") return "bash";
+  for (const char* known : {"python", "javascript", "typescript", "r", "java", "bash"}) {
+    if (l == known) return l;
+  }
+  return "";
+}
+
 bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request, ApiError* error) {
   *request = ExecuteRequest();
   size_t bad = 0;
@@ -325,12 +341,11 @@ bool ParseExecuteRequest(std::string_view body, const RequestCaps& caps, Execute
       *error = Unprocessable("language", "language: must be a string, got " + TypeName(*it));
       return false;
     }
-    std::string lang = it->get<std::string>();
-    if (lang == "python3") lang = "python";
-    if (lang == "js" || lang == "node") lang = "javascript";
-    if (lang != "python" && lang != "javascript" && lang != "bash") {
-      *error = Unprocessable("language", "language: '" + lang.substr(0, 64) +
-                                             "' is not supported (supported: python, javascript, bash)");
+    std::string lang = NormalizeLanguage(it->get<std::string>());
+    if (lang.empty()) {
+      *error = Unprocessable("language", "language: '" + it->get<std::string>().substr(0, 64) +
+                                             "' is not supported (supported: python, javascript, typescript, r, "
+                                             "java, bash)");
       return false;
     }
     request->language = std::move(lang);

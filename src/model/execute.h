@@ -108,8 +108,8 @@ struct ExecuteRequest {
   std::string code;                    // valid UTF-8 (checked)
   std::optional<double> timeout_s;     // absent: the profile's default
   std::optional<std::string> profile;  // absent: the server's default profile
-  // "python", "javascript" or "bash" (aliases normalized); empty: the
-  // profile's first language.
+  // "python", "javascript", "typescript", "r", "java" or "bash" (aliases
+  // normalized: NormalizeLanguage); empty: the profile's first language.
   std::string language;
   LimitsRequest limits;
   // Set by the transport, never read from the body: the response is streamed
@@ -132,6 +132,12 @@ struct ExecuteRequest {
   // for the decision and the run (0 < wait <= 3600; absent: answer 202 at once).
   std::optional<double> wait_s;
 };
+
+// A language's canonical name ("python", "javascript", "typescript", "r",
+// "java", "bash") from what a client sends (case and spaces ignored; "js",
+// "node", "ts", "python3", "sh" are aliases, as E2B's SDKs send them), or ""
+// when it is none of them.
+std::string NormalizeLanguage(std::string_view name);
 
 // Parses a POST /execute or /v1/execute body. On failure fills `error`
 // (kUnprocessable naming the field, or kPayloadTooLarge for code over the cap)

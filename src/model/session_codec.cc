@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <ctime>
 
 #include "model/json_util.h"
@@ -21,6 +22,21 @@ bool Seconds(const json& doc, const char* field, std::optional<double>* out, Api
     return false;
   }
   *out = it->get<double>();
+  return true;
+}
+
+// 422 for any of `keys` present (not null) in the request object `body`:
+// fields fixed at creation, refused rather than ignored; `why` follows the name.
+bool RefuseFixed(std::string_view body, const RequestCaps& caps, std::initializer_list<const char*> keys,
+                 const char* why, ApiError* error) {
+  json doc;
+  if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
+  for (const char* key : keys) {
+    if (auto it = doc.find(key); it != doc.end() && !it->is_null()) {
+      *error = Unprocessable(key, std::string(key) + why);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -53,21 +69,62 @@ bool ParseSessionCreateRequest(std::string_view body, const RequestCaps& caps, S
 
 bool ParseSessionExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
                                 ApiError* error) {
+  // "language" (any NormalizeLanguage name) picks the session's context of
+  // that language; absent, the session's own language.
   if (!ParseExecuteRequest(body, caps, request, error)) return false;
-  if (!request->language.empty() && request->language != "python") {
-    *error = Unprocessable("language", "language: a session is a live Python interpreter; run '" + request->language +
-                                           "' code one request at a time with POST /v1/execute");
+  return RefuseFixed(body, caps, {"profile", "limits"},
+                     ": a session's profile and limits are fixed when it is created (POST /v1/sessions); leave this "
+                     "field out",
+                     error);
+}
+
+bool ParseContextExecuteRequest(std::string_view body, const RequestCaps& caps, ExecuteRequest* request,
+                                ApiError* error) {
+  if (!ParseExecuteRequest(body, caps, request, error)) return false;
+  return RefuseFixed(body, caps, {"profile", "limits", "language"},
+                     ": a context's language, and its session's profile and limits, are fixed when they are "
+                     "created; leave this field out",
+                     error);
+}
+
+bool ParseContextCreateRequest(std::string_view body, const RequestCaps& caps, ContextCreateRequest* request,
+                               ApiError* error) {
+  *request = ContextCreateRequest();
+  json doc = json::object();
+  if (body.find_first_not_of(" \t\r\n") != std::string_view::npos && !internal::ParseRequestObject(body, caps, &doc, error)) {
     return false;
   }
-  json doc;
-  if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
-  for (const char* key : {"profile", "limits"}) {
-    if (auto it = doc.find(key); it != doc.end() && !it->is_null()) {
-      *error = Unprocessable(key, std::string(key) +
-                                      ": a session's profile and limits are fixed when it is created "
-                                      "(POST /v1/sessions); leave this field out");
+  for (const auto& [key, value] : doc.items()) {
+    if (key != "language" && key != "cwd" && key != "env") {
+      *error = Unprocessable(key, key.substr(0, 64) + ": not a field of a context (language, cwd, env)");
       return false;
     }
+  }
+  if (auto it = doc.find("language"); it != doc.end() && !it->is_null()) {
+    request->language = it->is_string() ? NormalizeLanguage(it->get<std::string>()) : "";
+    if (request->language.empty()) {
+      *error = Unprocessable("language",
+                             "language: must be one of python, javascript, typescript, r, java, bash (or js, ts)");
+      return false;
+    }
+  }
+  if (auto it = doc.find("cwd"); it != doc.end() && !it->is_null()) {
+    const std::string cwd = it->is_string() ? it->get<std::string>() : "";
+    bool ok = !cwd.empty() && cwd[0] == '/' && cwd.size() <= 1024 && cwd.find('\0') == std::string::npos;
+    for (size_t pos = 1; ok && pos <= cwd.size();) {
+      size_t next = std::min(cwd.find('/', pos), cwd.size());
+      std::string_view part(cwd.data() + pos, next - pos);
+      ok = part != "." && part != ".." && (!part.empty() || next == cwd.size());
+      pos = next + 1;
+    }
+    if (!ok) {
+      *error = Unprocessable("cwd", "cwd: must be an absolute path without '.', '..' or '//' (at most 1024 bytes)");
+      return false;
+    }
+    request->cwd = cwd.size() > 1 && cwd.back() == '/' ? cwd.substr(0, cwd.size() - 1) : cwd;
+  }
+  if (auto it = doc.find("env"); it != doc.end()) {
+    if (!internal::ParseEnv(*it, "env", &request->env, error)) return false;
   }
   return true;
 }
@@ -90,6 +147,7 @@ json SessionObject(const SessionView& s) {
   json j = {
       {"id", s.id},
       {"profile", s.profile},
+      {"language", s.language},
       {"state", s.state},
       {"created_at", Rfc3339Ms(s.created_at_ms)},
       {"expires_at", Rfc3339Ms(s.expires_at_ms)},
@@ -133,8 +191,38 @@ std::string SessionExecuteToJson(const ExecuteResponse& response, const SessionC
   json session = {{"id", call.session_id}, {"alive", call.alive}, {"interrupted", call.interrupted}};
   if (!call.alive) session["end_reason"] = call.end_reason;
   out.pop_back();  // '}'
-  out += ",\"execution_count\":" + std::to_string(call.execution_count) + ",\"session\":" + Dump(session) + "}";
-  return out;
+  out += ",\"execution_count\":" + std::to_string(call.execution_count) + ",\"session\":" + Dump(session);
+  if (!call.context_id.empty()) {
+    json context = {{"id", call.context_id}, {"language", call.context_language}, {"restarted", call.context_restarted}};
+    if (!call.context_end_reason.empty()) context["end_reason"] = call.context_end_reason;
+    out += ",\"context\":" + Dump(context);
+  }
+  return out + "}";
+}
+
+namespace {
+
+json ContextObject(const ContextView& c) {
+  json j = {{"id", c.id},
+            {"language", c.language},
+            {"cwd", c.cwd},
+            {"default", c.is_default},
+            {"state", c.state},
+            {"execution_count", c.execution_count},
+            {"created_at", Rfc3339Ms(c.created_at_ms)},
+            {"env", c.env}};
+  if (!c.end_reason.empty()) j["end_reason"] = c.end_reason;
+  return j;
+}
+
+}  // namespace
+
+std::string ContextToJson(const ContextView& c) { return Dump(ContextObject(c)); }
+
+std::string ContextListToJson(const std::vector<ContextView>& contexts) {
+  json list = json::array();
+  for (const ContextView& c : contexts) list.push_back(ContextObject(c));
+  return Dump(json{{"contexts", std::move(list)}});
 }
 
 }  // namespace airlock::model

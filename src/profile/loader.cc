@@ -378,7 +378,7 @@ class FileParser {
     std::vector<Language> out;
     auto add = [&](const std::string& path, const std::string& text, const YAML::Node& item, int item_line) -> Status {
       std::optional<Language> l = LanguageFromName(text);
-      if (!l) return Err(item, item_line, path, Quote(text) + " is not supported (supported: python, javascript, bash)");
+      if (!l) return Err(item, item_line, path, Quote(text) + " is not supported (supported: python, javascript, typescript, r, java, bash)");
       if (std::find(out.begin(), out.end(), *l) == out.end()) out.push_back(*l);
       return Status::Ok();
     };

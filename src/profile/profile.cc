@@ -93,6 +93,12 @@ std::string_view LanguageName(Language language) {
       return "javascript";
     case Language::kBash:
       return "bash";
+    case Language::kTypeScript:
+      return "typescript";
+    case Language::kR:
+      return "r";
+    case Language::kJava:
+      return "java";
   }
   return "?";
 }
@@ -101,6 +107,9 @@ std::optional<Language> LanguageFromName(std::string_view name) {
   if (name == "python" || name == "python3") return Language::kPython;
   if (name == "javascript" || name == "js" || name == "node") return Language::kJavaScript;
   if (name == "bash") return Language::kBash;
+  if (name == "typescript" || name == "ts") return Language::kTypeScript;
+  if (name == "r") return Language::kR;
+  if (name == "java") return Language::kJava;
   return std::nullopt;
 }
 

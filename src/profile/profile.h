@@ -40,7 +40,9 @@ enum class AuditMode {
 // What a run's code is written in. Python runs under airlock's runner (the
 // analyzer, the import hook, results and the warm path); the others run cold,
 // launched by the runner, with the kernel layers as their only check.
-enum class Language { kPython, kJavaScript, kBash };
+// kTypeScript, kR and kJava run only as contexts of a session (a persistent
+// kernel in its sandbox: session/context.h); the others also one-shot.
+enum class Language { kPython, kJavaScript, kBash, kTypeScript, kR, kJava };
 enum class Network { kNone };  // loopback only; the one mode there is
 
 struct BlocklistEntry {
@@ -150,7 +152,7 @@ std::string_view ScanStageName(ScanStage stage);
 std::optional<ScanStage> ScanStageFromName(std::string_view name);
 // "enforce", "observe", "off".
 std::string_view AuditModeName(AuditMode mode);
-std::string_view LanguageName(Language language);  // "python", "javascript", "bash"
+std::string_view LanguageName(Language language);  // "python", "javascript", "bash", "typescript", "r", "java"
 // A language's name as requests and profiles write it: "python" (or
 // "python3"), "javascript" (or "js", "node"), "bash"; nullopt otherwise.
 std::optional<Language> LanguageFromName(std::string_view name);

@@ -5,11 +5,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace airlock::service {
 namespace {
 
 constexpr const char* kNode = "/usr/bin/node";
 constexpr const char* kBash = "/usr/bin/bash";
+constexpr const char* kRscript = "/usr/bin/Rscript";
+constexpr const char* kJava = "/usr/bin/java";
+constexpr const char* kJshell = "/usr/bin/jshell";
 
 // Whether `node <flag> -e ""` exits 0 (node refuses flags it does not know
 // with exit code 9). Output goes to /dev/null.
@@ -38,19 +43,36 @@ std::string HostLanguages::Missing(profile::Language language) const {
                                    " on the server's host, and it is not there (apt-get install nodejs)";
     case profile::Language::kBash:
       return bash ? "" : "bash needs " + std::string(kBash) + " on the server's host, and it is not there";
+    case profile::Language::kTypeScript:
+      return typescript ? "" : "typescript needs " + std::string(kNode) + " and Debian's TypeScript compiler (" +
+                                   kTypeScriptModule + ") on the server's host, and they are not there " +
+                                   "(apt-get install nodejs node-typescript)";
+    case profile::Language::kR:
+      return r ? "" : "r needs " + std::string(kRscript) + " on the server's host, and it is not there " +
+                          "(apt-get install r-base-core)";
+    case profile::Language::kJava:
+      return java ? "" : "java needs " + std::string(kJava) + " and " + kJshell + " (the jdk.jshell module) on the "
+                             "server's host, and they are not there (apt-get install default-jdk-headless)";
     case profile::Language::kPython:
       break;
   }
   return "";
 }
 
-HostLanguages ProbeHostLanguages(bool javascript, bool bash) {
+HostLanguages ProbeHostLanguages(const std::vector<profile::Language>& wanted) {
+  auto wants = [&](profile::Language l) { return std::find(wanted.begin(), wanted.end(), l) != wanted.end(); };
   HostLanguages h;
-  if (javascript && ::access(kNode, X_OK) == 0) {
-    h.javascript = true;
+  const bool node = (wants(profile::Language::kJavaScript) || wants(profile::Language::kTypeScript)) &&
+                    ::access(kNode, X_OK) == 0;
+  if (node) {
+    h.javascript = wants(profile::Language::kJavaScript);
     if (NodeTakes("--disable-wasm-trap-handler")) h.node_flags.push_back("--disable-wasm-trap-handler");
   }
-  h.bash = bash && ::access(kBash, X_OK) == 0;
+  h.typescript = node && wants(profile::Language::kTypeScript) &&
+                 ::access((std::string(kTypeScriptModule) + "/package.json").c_str(), R_OK) == 0;
+  h.bash = wants(profile::Language::kBash) && ::access(kBash, X_OK) == 0;
+  h.r = wants(profile::Language::kR) && ::access(kRscript, X_OK) == 0;
+  h.java = wants(profile::Language::kJava) && ::access(kJava, X_OK) == 0 && ::access(kJshell, X_OK) == 0;
   return h;
 }
 
@@ -65,6 +87,9 @@ LanguageRuntime RuntimeOf(profile::Language language, const HostLanguages& host)
     case profile::Language::kBash:
       return {"/sandbox/main.sh", "main.sh", {kBash, "/sandbox/main.sh"}};
     case profile::Language::kPython:
+    case profile::Language::kTypeScript:  // contexts only (service/kernels.h)
+    case profile::Language::kR:
+    case profile::Language::kJava:
       break;
   }
   return {"/sandbox/main.py", "main.py", {}};

@@ -223,14 +223,17 @@ StatusOr<std::unique_ptr<Service>> Service::Create(ServiceOptions options) {
   }
   options.max_event_bytes += need;
   std::unique_ptr<Service> s(new Service(std::move(options)));
-  bool javascript = false, bash = false;
+  std::vector<profile::Language> wanted;
   for (const profile::Profile& p : s->options_.profiles.profiles()) {
-    javascript = javascript || p.AllowsLanguage(profile::Language::kJavaScript);
-    bash = bash || p.AllowsLanguage(profile::Language::kBash);
+    for (profile::Language l : p.languages) {
+      if (l != profile::Language::kPython && std::find(wanted.begin(), wanted.end(), l) == wanted.end()) {
+        wanted.push_back(l);
+      }
+    }
   }
-  s->languages_ = ProbeHostLanguages(javascript, bash);
-  for (auto [wanted, language] : {std::pair{javascript, profile::Language::kJavaScript}, {bash, profile::Language::kBash}}) {
-    if (std::string missing = s->languages_.Missing(language); wanted && !missing.empty()) {
+  s->languages_ = ProbeHostLanguages(wanted);
+  for (profile::Language language : wanted) {
+    if (std::string missing = s->languages_.Missing(language); !missing.empty()) {
       log::Warn("a profile allows " + std::string(profile::LanguageName(language)) + ", but " + missing +
                 ": its requests will be refused (422)");
     }
@@ -270,7 +273,7 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
       }
       out.error = Invalid("language", "language: '" + req.language.substr(0, 64) + "' is not allowed by profile " +
                                           p->name + " (it allows: " + LanguageList(p->languages) + "); " +
-                                          (!asked ? std::string("the languages are python, javascript and bash")
+                                          (!asked ? std::string("the languages are python, javascript, typescript, r, java and bash")
                                            : others.empty() ? "no profile of this server allows it"
                                                             : "profiles that allow it: " + others));
       return out;
@@ -279,6 +282,16 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
   }
   if (std::string missing = languages_.Missing(language); !missing.empty()) {
     out.error = Invalid("language", "language: " + missing);
+    return out;
+  }
+  if ((language == profile::Language::kTypeScript || language == profile::Language::kR ||
+       language == profile::Language::kJava) &&
+      !req.session_call) {
+    const std::string name(profile::LanguageName(language));
+    out.error = Invalid("language", "language: " + name +
+                                        " runs in a session (POST /v1/sessions with {\"language\": \"" + name +
+                                        "\"}, or a call of any session with it); a one-shot run takes python, "
+                                        "javascript or bash");
     return out;
   }
   const bool python = language == profile::Language::kPython;

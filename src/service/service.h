@@ -204,6 +204,8 @@ class Service {
   // The warm pool (null without one): sessions take their runs from it.
   exec::WarmPool* pool() const { return options_.pool; }
   const isolation::HostSetup* host() const { return options_.host; }
+  // What this host can run besides Python (probed for the profiles' languages).
+  const HostLanguages& languages() const { return languages_; }
   size_t max_event_bytes() const { return options_.max_event_bytes; }
 
  private:

@@ -1,5 +1,7 @@
 #include "session/session_manager.h"
 
+#include "session/session_entry.h"
+
 #include <algorithm>
 #include <chrono>
 #include <tuple>
@@ -42,23 +44,6 @@ std::string Secs(double s) {
 
 }  // namespace
 
-struct SessionManager::Entry {
-  std::string id, owner, profile;
-  model::ExecuteRequest base;  // profile, language and limits asked at creation (every call's and restart's)
-  profile::EffectiveLimits limits;
-  int64_t created_ms = 0, expires_ms = 0, last_used_ms = 0;
-  double idle_s = 0, ttl_s = 0;
-  Clock::time_point expires_at, last_used;
-  int64_t execution_count = 0;
-  bool busy = false;
-  bool dead = false;
-  std::string end_reason;
-  Clock::time_point dead_at;
-  int64_t memory_bytes = 0;
-  std::shared_ptr<LiveSession> live;
-  isolation::IsolationReport report;
-};
-
 SessionManager::SessionManager(const service::Service& service, SessionOptions options)
     : svc_(service), opt_(options) {
   expiry_ = std::thread([this] { ExpiryLoop(); });
@@ -82,6 +67,9 @@ std::optional<std::unique_ptr<LiveSession>> SessionManager::NewRun(const std::st
   model::ExecuteRequest req = base;
   req.code = "pass";
   req.profile = profile_name;
+  // The run is the session's Python interpreter whatever its language (a
+  // kernel of another starts in its sandbox: StartContext).
+  req.language = "python";
   service::Prepared p = svc_.Prepare(req, "session");
   if (p.verdict != service::Verdict::kRun) {
     *error = p.error;
@@ -132,18 +120,22 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
   model::ExecuteRequest probe = request.base;
   if (!probe.profile) probe.profile = svc_.profiles().DefaultFor(door).name;
   probe.code = "pass";
+  probe.session_call = true;
+  // The language checked as its calls' will be (the profile allows it, the
+  // host has it); the limits are the sandbox's, its Python run's.
   service::Prepared p = svc_.Prepare(probe, "session");
   if (p.verdict != service::Verdict::kRun) {
-    out.error = p.error;
+    out.error = LanguageError(p.error, request.base.language);
     return out;
   }
-  if (p.plan->language != profile::Language::kPython) {
-    out.error = {model::ErrorKind::kUnprocessable,
-                 "language: a session is a live Python interpreter; '" +
-                     std::string(profile::LanguageName(p.plan->language)) +
-                     "' code runs one request at a time through POST /v1/execute",
-                 "language"};
-    return out;
+  const profile::Language language = p.plan->language;
+  if (language != profile::Language::kPython) {
+    probe.language = "python";
+    p = svc_.Prepare(probe, "session");
+    if (p.verdict != service::Verdict::kRun) {
+      out.error = p.error;
+      return out;
+    }
   }
   profile::EffectiveLimits limits = p.plan->limits;
   const std::string profile_name = p.plan->profile_name;
@@ -249,6 +241,25 @@ Created SessionManager::Create(const std::string& owner, const std::string& rout
   e->memory_bytes = limits.memory_bytes;
   e->report = (*live)->report();
   e->live = std::move(*live);
+  e->language = language;
+  if (language != profile::Language::kPython) {
+    // Its kernel starts now (not visible yet: no call can come meanwhile), so
+    // that a host that cannot start it says so here, and a JVM's start-up
+    // overlaps the client's next request.
+    std::shared_ptr<Context> c;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      c = DefaultContextLocked(*e, language, &out.error);
+    }
+    if (!c || !StartContext(e, *c, &out.error)) {
+      e->live->Kill("its " + std::string(profile::LanguageName(language)) + " interpreter could not be started");
+      e->live.reset();
+      std::lock_guard<std::mutex> lock(mu_);
+      --reserved_count_;
+      reserved_memory_ -= limits.memory_bytes;
+      return out;
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_[e->id] = e;
@@ -278,14 +289,21 @@ model::SessionView SessionManager::View(const Entry& e) const {
   model::SessionView v;
   v.id = e.id;
   v.profile = e.profile;
-  v.state = e.dead ? "dead" : e.busy ? "busy" : "idle";
+  v.state = e.dead ? "dead" : e.Busy() ? "busy" : "idle";
   v.end_reason = e.end_reason;
   v.created_at_ms = e.created_ms;
   v.expires_at_ms = e.expires_ms;
   v.last_used_ms = e.last_used_ms;
   v.idle_timeout_s = e.idle_s;
   v.ttl_s = e.ttl_s;
+  v.language = std::string(profile::LanguageName(e.language));
   v.execution_count = e.execution_count;
+  if (e.language != profile::Language::kPython && e.live) {
+    // The count of its own language's context (the one its calls run in).
+    for (const std::shared_ptr<Context>& c : e.live->Contexts()) {
+      if (c->language == e.language && c->language_default) v.execution_count = c->execution_count;
+    }
+  }
   v.limits = service::ToView(e.limits);
   for (const auto& l : e.report.layers) v.isolation.layers.push_back({l.name, l.enforced, l.detail});
   v.isolation.landlock_abi = e.report.landlock_abi;
@@ -305,16 +323,30 @@ CallReply SessionManager::Execute(const std::string& id, const std::string& owne
   return FinishCall(std::move(p));
 }
 
-void SessionManager::ReleaseBusy(Entry& e) {
+void SessionManager::ReleaseCall(Entry& e, const Context& c, bool holds_session) {
   std::lock_guard<std::mutex> lock(mu_);
-  e.busy = false;
+  if (holds_session || c.main) {
+    e.busy = false;
+    e.call_context.reset();
+  }
+  if (!c.main) e.busy_contexts.erase(c.id);
   e.last_used = Clock::now();
   e.last_used_ms = NowMs();
 }
 
 PendingCall::~PendingCall() {
   // Abandoned before FinishCall (a server stopping): the session takes calls again.
-  if (!finished_ && mgr_ && entry_) mgr_->ReleaseBusy(*std::static_pointer_cast<SessionManager::Entry>(entry_));
+  if (!finished_ && mgr_ && entry_ && context_) {
+    mgr_->ReleaseCall(*std::static_pointer_cast<SessionManager::Entry>(entry_), *context_, holds_session_);
+  }
+}
+
+model::ApiError SessionManager::LanguageError(model::ApiError error, const std::string& language) const {
+  std::optional<profile::Language> l = profile::LanguageFromName(language);
+  if (error.field == "language" && l && !svc_.languages().Missing(*l).empty()) {
+    error.kind = model::ErrorKind::kBadRequest;  // a runtime this host lacks: 400, naming the package
+  }
+  return error;
 }
 
 std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, const std::string& owner,
@@ -323,7 +355,6 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
                                                        CallReply* refused) {
   CallReply& reply = *refused;
   std::shared_ptr<Entry> e;
-  std::shared_ptr<LiveSession> live;
   model::ExecuteRequest req = request;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -338,31 +369,95 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
       return nullptr;
     }
     e->busy = true;
-    live = e->live;
-    req.profile = e->profile;
-    req.limits = e->base.limits;
+    if (req.language.empty()) req.language = std::string(profile::LanguageName(e->language));
   }
+  // The language checked first (the profile allows it, the host has it), so
+  // that a refused one leaves no context behind.
   req.session_call = true;
-  req.language = "python";  // a session is a Python interpreter (the codec refuses any other)
-  // The analyzer and the import allowlist apply to every call, as to a one-shot run.
+  req.profile = e->profile;
+  req.limits = e->base.limits;
   service::Prepared p = svc_.Prepare(req, request_id);
+  std::shared_ptr<Context> c;
+  if (p.verdict == service::Verdict::kRun) {
+    std::lock_guard<std::mutex> lock(mu_);
+    c = e->live ? DefaultContextLocked(*e, p.plan->language, &reply.error) : nullptr;
+    if (!e->live) reply.error = {model::ErrorKind::kGone, "the session has ended: " + e->end_reason, ""};
+    if (c && !c->main && e->busy_contexts.count(c->id) > 0) {
+      reply.error = ContextBusy();
+      c.reset();
+    }
+    if (c) {
+      e->call_context = c;
+      if (!c->main) e->busy_contexts.insert(c->id);
+    } else {
+      e->busy = false;
+    }
+    if (!c) return nullptr;
+  }
+  return Launch(e, c, /*holds_session=*/true, req, std::move(p), hooks, refused);
+}
+
+std::unique_ptr<PendingCall> SessionManager::Launch(const std::shared_ptr<Entry>& e, const std::shared_ptr<Context>& c,
+                                                    bool holds_session, const model::ExecuteRequest& req,
+                                                    service::Prepared p, const CallHooks& hooks,
+                                                    CallReply* refused) {
+  CallReply& reply = *refused;
   reply.profile = p.profile_name;
   reply.code_sha256 = p.code_sha256;
   reply.code_bytes = p.code_bytes;
-  if (p.verdict != service::Verdict::kRun) {
-    ReleaseBusy(*e);
-    reply.kind = p.verdict == service::Verdict::kRejected ? CallReply::Kind::kRejected : CallReply::Kind::kError;
-    reply.error = p.error;
-    reply.violations = std::move(p.violations);
+  auto refuse = [&](model::ApiError error) -> std::unique_ptr<PendingCall> {
+    if (c) {
+      ReleaseCall(*e, *c, holds_session);
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      e->busy = false;
+    }
+    reply.error = std::move(error);
     return nullptr;
+  };
+  // The analyzer and the import allowlist apply to every Python call, as to a one-shot run.
+  if (p.verdict != service::Verdict::kRun) {
+    reply.kind = p.verdict == service::Verdict::kRejected ? CallReply::Kind::kRejected : CallReply::Kind::kError;
+    reply.violations = std::move(p.violations);
+    return refuse(LanguageError(p.error, req.language));
   }
+  if (c->language != profile::Language::kPython && !req.files.empty()) {
+    return refuse({model::ErrorKind::kUnprocessable,
+                   "files: only a Python context takes input files; write them to the session's workspace (PUT "
+                   "/v1/sessions/{id}/files/{path}), which every context sees",
+                   "files"});
+  }
+  // A kernel not started yet (a language's first call, or the first after
+  // its interpreter ended): started now, one exchange with the sandbox's init.
+  // One that ended since its last call (an OOM kill of it, a process of the
+  // sandbox that killed it) is started afresh too, and the answer says so.
+  std::shared_ptr<LiveSession> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live = e->live;
+  }
+  std::string ended_before = live ? live->EndedBetweenCalls(*c) : "";
+  if (!ended_before.empty()) {
+    live->StopContext(*c, ended_before, /*remove=*/false);
+    std::lock_guard<std::mutex> lock(mu_);
+    c->execution_count = 0;
+  }
+  model::ApiError start_error;
+  if (!c->main && !c->started && !StartContext(e, *c, &start_error)) return refuse(start_error);
   auto pending = std::unique_ptr<PendingCall>(new PendingCall());
   pending->mgr_ = this;
   pending->entry_ = e;
+  pending->context_ = c;
+  pending->holds_session_ = holds_session;
   pending->reply_ = std::move(reply);
+  if (!ended_before.empty()) {
+    pending->reply_.call.context_restarted = true;
+    pending->reply_.call.context_end_reason = ended_before;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending->n_ = ++e->execution_count;
+    pending->n_ = c->main ? ++e->execution_count : ++c->execution_count;
+    live = e->live;
   }
   pending->plan_ = std::move(p.plan);
   CallOptions options;
@@ -371,15 +466,23 @@ std::unique_ptr<PendingCall> SessionManager::BeginCall(const std::string& id, co
   options.interrupt_grace_s = opt_.interrupt_grace_s;
   options.on_output = hooks.on_output;
   if (hooks.on_started) hooks.on_started();
-  // The lean frame: the runner has the rest from the session's first request.
-  pending->call_ = LiveCall::Start(std::move(live),
-                                   model::RunnerCallFrameToJson(pending->plan_->warm_config, pending->n_),
-                                   pending->n_, std::move(options));
+  // The lean frame: a Python runner has the rest from its first request;
+  // every other kernel takes the code and this call's env.
+  model::RunnerConfig frame = pending->plan_->warm_config;
+  if (c->language != profile::Language::kPython) {
+    frame = model::RunnerConfig();
+    frame.code = pending->plan_->code;
+    frame.env = req.env;
+    frame.stream = req.stream_output;
+  }
+  pending->call_ =
+      LiveCall::Start(std::move(live), c, model::RunnerCallFrameToJson(frame, pending->n_), pending->n_, std::move(options));
   return pending;
 }
 
 CallReply SessionManager::FinishCall(std::unique_ptr<PendingCall> pending) {
   auto e = std::static_pointer_cast<Entry>(pending->entry_);
+  const std::shared_ptr<Context> c = pending->context_;
   CallOutcome o = pending->call_->Finish();
   pending->call_.reset();  // the call's hold on the session
   CallReply reply = std::move(pending->reply_);
@@ -390,8 +493,25 @@ CallReply SessionManager::FinishCall(std::unique_ptr<PendingCall> pending) {
   reply.call.alive = o.alive;
   reply.call.interrupted = o.interrupted;
   reply.call.end_reason = o.end_reason;
+  if (!c->main) {
+    reply.call.context_id = c->id;
+    reply.call.context_language = std::string(profile::LanguageName(c->language));
+  }
+  if (o.context_ended && o.alive) {
+    // What is left of its interpreter goes; the next call starts a fresh one.
+    std::shared_ptr<LiveSession> live;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live = e->live;
+    }
+    if (live) live->StopContext(*c, o.context_end_reason, /*remove=*/false);
+    reply.call.context_restarted = true;
+    reply.call.context_end_reason = o.context_end_reason;
+    std::lock_guard<std::mutex> lock(mu_);
+    c->execution_count = 0;
+  }
   pending->finished_ = true;
-  ReleaseBusy(*e);
+  ReleaseCall(*e, *c, pending->holds_session_);
   if (!o.alive) {
     std::string kind = o.end_reason.substr(0, o.end_reason.find(':'));
     End(e, kind.empty() ? "died" : kind, o.end_reason, /*tombstone=*/true);
@@ -399,15 +519,21 @@ CallReply SessionManager::FinishCall(std::unique_ptr<PendingCall> pending) {
   return reply;
 }
 
-void SessionManager::Cancel(const std::string& id, const std::string& detail) {
+void SessionManager::Cancel(const std::string& key, const std::string& detail) {
+  const size_t slash = key.find('/');
+  const std::string id = key.substr(0, slash);
   std::shared_ptr<LiveSession> live;
+  std::shared_ptr<Context> c;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sessions_.find(id);
     if (it == sessions_.end() || !it->second->live) return;
     live = it->second->live;
+    c = slash == std::string::npos ? it->second->call_context : live->FindContext(key.substr(slash + 1));
   }
-  live->Cancel(detail);
+  // The session's own route: the context its call runs in.
+  if (c) return live->Cancel(*c, detail);
+  if (slash == std::string::npos) live->Cancel(detail);
 }
 
 std::optional<model::SessionView> SessionManager::Get(const std::string& id, const std::string& owner,
@@ -440,7 +566,7 @@ std::shared_ptr<LiveSession> SessionManager::Live(const std::string& id, const s
 std::shared_ptr<exec::Sandbox> SessionManager::OpenSandbox(const std::string& id, const std::string& owner,
                                                            model::ApiError* error) {
   std::shared_ptr<LiveSession> live;
-  double lifetime_s = 0;
+  exec::SandboxOptions options;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto e = Find(id, owner, error, /*want_live=*/true);
@@ -448,15 +574,12 @@ std::shared_ptr<exec::Sandbox> SessionManager::OpenSandbox(const std::string& id
     e->last_used = Clock::now();
     e->last_used_ms = NowMs();
     live = e->live;
-    lifetime_s = std::max(0.001, std::chrono::duration<double>(e->expires_at - Clock::now()).count());
+    options = SandboxOptionsLocked(*e);
   }
   if (svc_.host() == nullptr) {
     *error = {model::ErrorKind::kUnavailable, "this server cannot start processes in a session's sandbox", ""};
     return nullptr;
   }
-  exec::SandboxOptions options;
-  options.env = service::RunEnvironment();
-  options.lifetime_s = lifetime_s;
   auto sandbox = live->OpenSandbox(*svc_.host(), std::move(options));
   if (!sandbox.ok()) {
     *error = {model::ErrorKind::kUnavailable, "the session's sandbox could not be opened: " + sandbox.status().ToString(),
@@ -464,6 +587,13 @@ std::shared_ptr<exec::Sandbox> SessionManager::OpenSandbox(const std::string& id
     return nullptr;
   }
   return *sandbox;
+}
+
+exec::SandboxOptions SessionManager::SandboxOptionsLocked(const Entry& e) const {
+  exec::SandboxOptions options;
+  options.env = service::RunEnvironment();
+  options.lifetime_s = std::max(0.001, std::chrono::duration<double>(e.expires_at - Clock::now()).count());
+  return options;
 }
 
 bool SessionManager::Delete(const std::string& id, const std::string& owner, model::ApiError* error) {
@@ -484,7 +614,7 @@ std::optional<model::SessionView> SessionManager::Restart(const std::string& id,
     std::lock_guard<std::mutex> lock(mu_);
     e = Find(id, owner, error, /*want_live=*/true);
     if (!e) return std::nullopt;
-    if (e->busy) {
+    if (e->Busy()) {
       *error = {model::ErrorKind::kConflict, "the session is running a call; restart it when the call is done", ""};
       error->code = "session_busy";
       return std::nullopt;
@@ -561,9 +691,9 @@ void SessionManager::ExpiryLoop() {
         ++tombstones;
       } else if (now >= e.expires_at) {
         ending.push_back({it->second, {"ttl", "ttl: the session reached its lifetime of " + Secs(e.ttl_s) + " s"}});
-      } else if (!e.busy && now - e.last_used >= std::chrono::milliseconds(static_cast<int64_t>(e.idle_s * 1000))) {
+      } else if (!e.Busy() && now - e.last_used >= std::chrono::milliseconds(static_cast<int64_t>(e.idle_s * 1000))) {
         ending.push_back({it->second, {"idle", "idle: the session was idle for " + Secs(e.idle_s) + " s"}});
-      } else if (!e.busy && e.live && !e.live->Alive()) {
+      } else if (!e.Busy() && e.live && !e.live->Alive()) {
         died.push_back(it->second);
       }
       ++it;
@@ -625,7 +755,7 @@ SessionStats SessionManager::Stats() const {
   for (const auto& [id, e] : sessions_) {
     if (e->dead) continue;
     ++s.live;
-    if (e->busy) ++s.busy;
+    if (e->Busy()) ++s.busy;
   }
   s.memory_reserved_bytes = reserved_memory_;
   s.created = created_;

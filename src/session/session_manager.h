@@ -17,7 +17,14 @@
 //
 // Every method is thread-safe; Create, Execute, Delete, Restart and CloseAll
 // block (a hand-off, a call, a kill) and belong on worker threads. BeginCall
-// does not block (the analyzer runs there, as for /v1/execute on the loop).
+// does not block (the analyzer runs there, as for /v1/execute on the loop),
+// but for the first call of a language in a session (or the first after its
+// interpreter ended), which starts its kernel: one exchange with the
+// sandbox's init (a fork and an execve, bounded).
+//
+// Languages: a session has one (POST /v1/sessions's "language", default
+// python); a call that names another runs in the session's context of that
+// language (made on first use), in the same sandbox and workspace.
 //
 // Ownership: a session belongs to the token name that created it ("" without
 // tokens); any other owner gets NotFound, exactly as for an id that never
@@ -59,6 +66,9 @@ struct SessionOptions {
   double ttl_s = 3600;                        // default hard lifetime; up to max_ttl_s
   double max_ttl_s = 86400;
   double interrupt_grace_s = 2;               // after a call's timeout, before the session is killed
+  // Contexts a session may hold at once, its main one included (each is an
+  // interpreter in its sandbox, within its one set of limits); beyond: 429.
+  size_t max_contexts = 16;
   double tombstone_s = 600;                   // a dead session answers 410 this long, then 404
 };
 
@@ -113,6 +123,8 @@ class PendingCall {
   std::shared_ptr<void> entry_;  // SessionManager::Entry (busy until FinishCall)
   std::unique_ptr<service::Plan> plan_;
   std::unique_ptr<LiveCall> call_;
+  std::shared_ptr<Context> context_;  // the context it runs in (the main one, or a kernel's)
+  bool holds_session_ = false;        // it holds the session's busy flag (its own route), not only its context's
   CallReply reply_;
   int64_t n_ = 0;
   bool finished_ = false;
@@ -135,8 +147,44 @@ class SessionManager {
                                          const model::ExecuteRequest& request, const std::string& request_id,
                                          const CallHooks& hooks, CallReply* refused);
   CallReply FinishCall(std::unique_ptr<PendingCall> pending);
-  // Interrupts the call under way in the session (a streaming client gone).
+  // Interrupts the call under way in the session's main context (a
+  // streaming client gone), or in one of its contexts when `id` is
+  // "<session id>/<context id>" (CallKey).
   void Cancel(const std::string& id, const std::string& detail);
+  static std::string CallKey(const std::string& session_id, const std::string& context_id) {
+    return session_id + "/" + context_id;
+  }
+
+  // Contexts (live_session.h, "Contexts"): interpreters in the session's
+  // sandbox, sharing its workspace and limits. Create starts one (blocking:
+  // the kernel's start; a worker thread): 422 for a language the session's
+  // profile does not allow, 400 for one this host lacks (the Debian package
+  // named), a cwd that is not a directory of the sandbox, 429 at
+  // max_contexts. The session's main context is listed first (default: true).
+  std::optional<model::ContextView> CreateContext(const std::string& id, const std::string& owner,
+                                                  const model::ContextCreateRequest& request, model::ApiError* error);
+  std::optional<std::vector<model::ContextView>> ListContexts(const std::string& id, const std::string& owner,
+                                                              model::ApiError* error);
+  std::optional<model::ContextView> GetContext(const std::string& id, const std::string& owner,
+                                               const std::string& context_id, model::ApiError* error);
+  // Its interpreter replaced by a fresh one in the same sandbox (files kept;
+  // the main context's too: a cold Python takes the warm fork's place). 409
+  // while it runs a call. Blocking.
+  std::optional<model::ContextView> RestartContext(const std::string& id, const std::string& owner,
+                                                   const std::string& context_id, model::ApiError* error);
+  // Ends and forgets a context (not the main one: 400; delete the session).
+  bool DeleteContext(const std::string& id, const std::string& owner, const std::string& context_id,
+                     model::ApiError* error);
+  // The session's default context of `language` (E2B's: one per language,
+  // made on first use, started by its first call): python's is the main one.
+  std::optional<model::ContextView> DefaultContext(const std::string& id, const std::string& owner,
+                                                   const std::string& language, model::ApiError* error);
+  // A call into one context (starting it first when it is not started),
+  // blocking for the call (a worker thread). As Execute's, with the reply's
+  // call naming the context; one call at a time per context (409), calls in
+  // different contexts run side by side.
+  CallReply ExecuteIn(const std::string& id, const std::string& owner, const std::string& context_id,
+                      const model::ExecuteRequest& request, const std::string& request_id, const CallHooks& hooks);
   std::optional<model::SessionView> Get(const std::string& id, const std::string& owner, model::ApiError* error);
   std::vector<model::SessionView> List(const std::string& owner);
   bool Delete(const std::string& id, const std::string& owner, model::ApiError* error);
@@ -160,7 +208,21 @@ class SessionManager {
  private:
   friend class PendingCall;
   struct Entry;
-  void ReleaseBusy(Entry& e);
+  // A call's end (or its refusal): the session's busy flag when it held it
+  // (or ran in the main context), the context's own otherwise.
+  void ReleaseCall(Entry& e, const Context& c, bool holds_session);
+  // 400 rather than 422 for a language whose runtime this host lacks.
+  model::ApiError LanguageError(model::ApiError error, const std::string& language) const;
+  // The session's default context of `language` (the main one for Python),
+  // made (not started) when it has none. Called with mu_ held; e.live set.
+  std::shared_ptr<Context> DefaultContextLocked(Entry& e, profile::Language language, model::ApiError* error);
+  // A call whose busy flag is taken (holds_session: the session's; else its
+  // context's) and whose request is prepared (`p`): checked, its kernel
+  // started if need be, handed over. nullptr with *refused set, the flag
+  // released, when it does not run.
+  std::unique_ptr<PendingCall> Launch(const std::shared_ptr<Entry>& e, const std::shared_ptr<Context>& c,
+                                      bool holds_session, const model::ExecuteRequest& req, service::Prepared p,
+                                      const CallHooks& hooks, CallReply* refused);
   void Unreserve(const std::string& owner);  // mu_ held
   std::shared_ptr<Entry> Find(const std::string& id, const std::string& owner, model::ApiError* error,
                               bool want_live);
@@ -174,6 +236,17 @@ class SessionManager {
   std::optional<std::unique_ptr<LiveSession>> NewRun(const std::string& profile, const profile::EffectiveLimits& limits,
                                                      const model::ExecuteRequest& base, model::ApiError* error,
                                                      isolation::Spec* spec_out);
+  // What opening the session's sandbox takes: the run environment, the
+  // session's lifetime left. Called with mu_ held.
+  exec::SandboxOptions SandboxOptionsLocked(const Entry& e) const;
+  // Starts (or restarts) `context`'s interpreter: the kernel of its language,
+  // the session's Python policy for a Python one. Blocking.
+  bool StartContext(const std::shared_ptr<Entry>& e, Context& context, model::ApiError* error);
+  model::ContextView ContextViewOf(const Entry& e, const Context& c) const;
+  // The entry (live) and its context, or null with *error (404/410).
+  std::shared_ptr<Entry> FindContextLocked(const std::string& id, const std::string& owner,
+                                           const std::string& context_id, std::shared_ptr<Context>* context,
+                                           model::ApiError* error);
 
   const service::Service& svc_;
   SessionOptions opt_;

@@ -211,7 +211,11 @@ class TestResultShape(LanguageRun):
         self.assertIn("not allowed by profile minimal (it allows: python)", body["error"])
         status, body = server.execute("puts 1", path="/v1/execute", profile=PROFILE, language="ruby")
         self.assertEqual(status, 422, body)
-        self.assertIn("supported: python, javascript, bash", body["error"])
+        self.assertIn("supported: python, javascript, typescript, r, java, bash", body["error"])
+        # TypeScript, R and Java run in sessions only (test_session_languages), and say so.
+        status, body = server.execute("1", path="/v1/execute", profile=PROFILE, language="r")
+        self.assertEqual(status, 422, body)
+        self.assertIn("runs in a session", body["error"])
         # No language: the profile's first (python); aliases work.
         status, body = server.execute("import sys; print(sys.version_info[0])", path="/v1/execute", profile=PROFILE)
         self.assertEqual((status, body["stdout"]), (200, "3\n"), body)
@@ -222,7 +226,7 @@ class TestResultShape(LanguageRun):
         status, _, data = server.get("/v1/profiles")
         self.assertEqual(status, 200)
         by_name = {p["name"]: p for p in json.loads(data)["profiles"]}
-        self.assertEqual(by_name["general"]["languages"], ["python", "javascript", "bash"])
+        self.assertEqual(by_name["general"]["languages"], ["python", "javascript", "bash", "typescript", "r", "java"])
         self.assertEqual(by_name["minimal"]["languages"], ["python"])
         # ...and, per language, which of airlock's layers bind its code (issue 23.3): the kernel's
         # always; the analyzer, the import allowlist, the blocklist and the import hook Python only.
@@ -237,12 +241,12 @@ class TestResultShape(LanguageRun):
                          {"python": {"kernel": True, "analyzer": "enforce", "import_allowlist": True,
                                      "blocklist": False, "runtime_import_hook": "enforce"}})
         self.assertTrue(by_name["data-science"]["layers"]["python"]["blocklist"])
-        # A session is a live Python interpreter: other languages are refused with the reason.
+        # A session of another language than Python (issue 22; test_session_languages).
         status, _, data = server.post_json("/v1/sessions", {"profile": PROFILE, "language": "javascript"})
         body = json.loads(data)
-        self.assertEqual(status, 422, body)
-        self.assertEqual(body["field"], "language")
-        self.assertIn("POST /v1/execute", body["error"])
+        self.assertEqual(status, 201, body)
+        self.assertEqual(body["language"], "javascript")
+        server.request("DELETE", f"/v1/sessions/{body['id']}")
 
     def test_a_profile_whose_imports_cannot_bind_its_languages_is_refused(self):
         # Issue 23.3: minimal's allowlist next to bash would promise what bash walks around

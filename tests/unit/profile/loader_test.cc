@@ -254,9 +254,9 @@ TEST(ProfileErrorTest, NetworkOtherThanNone) {
 
 TEST(ProfileErrorTest, UnknownLanguagesAndBothKeys) {
   EXPECT_EQ(Error("language: ruby\n"),
-            "profiles/t.yaml:1: language: 'ruby' is not supported (supported: python, javascript, bash)");
+            "profiles/t.yaml:1: language: 'ruby' is not supported (supported: python, javascript, typescript, r, java, bash)");
   EXPECT_THAT(Error("languages: [python, cobol]\n"),
-              HasSubstr("languages[1]: 'cobol' is not supported (supported: python, javascript, bash)"));
+              HasSubstr("languages[1]: 'cobol' is not supported (supported: python, javascript, typescript, r, java, bash)"));
   EXPECT_THAT(Error("languages: []\n"), HasSubstr("languages: at least one language is needed"));
   EXPECT_THAT(Error("language: python\nlanguages: [bash]\n"),
               HasSubstr("`language` and `languages` are one setting"));

@@ -54,7 +54,8 @@ TEST_F(ShippedProfilesTest, AllLoadAndMinimalIsTheDefault) {
     // the kernel is the boundary anyway (general: no import allowlist).
     EXPECT_EQ(p.languages.front(), Language::kPython) << p.name;
     if (p.name == "general") {
-      EXPECT_THAT(p.languages, ElementsAre(Language::kPython, Language::kJavaScript, Language::kBash));
+      EXPECT_THAT(p.languages, ElementsAre(Language::kPython, Language::kJavaScript, Language::kBash, Language::kTypeScript,
+                                               Language::kR, Language::kJava));
     } else {
       EXPECT_THAT(p.languages, ElementsAre(Language::kPython)) << p.name;
     }

@@ -15,10 +15,38 @@
 #include "base/fs.h"
 #include "profile/loader.h"
 #include "service/embedded_runner.h"
+#include "service/language_runtime.h"
 #include "tests/helpers/must_work.h"
 
 namespace airlock::service {
 namespace {
+
+// A language whose runtime the host lacks: what is missing and the Debian
+// package that brings it (a session of it answers 400 with this).
+TEST(HostLanguagesTest, MissingNamesTheBinaryAndThePackage) {
+  HostLanguages none;
+  struct Case {
+    profile::Language language;
+    const char* binary;
+    const char* package;
+  } cases[] = {
+      {profile::Language::kJavaScript, "/usr/bin/node", "nodejs"},
+      {profile::Language::kTypeScript, "/usr/share/nodejs/typescript", "node-typescript"},
+      {profile::Language::kR, "/usr/bin/Rscript", "r-base-core"},
+      {profile::Language::kJava, "/usr/bin/jshell", "default-jdk-headless"},
+      {profile::Language::kBash, "/usr/bin/bash", "bash"},
+  };
+  for (const Case& c : cases) {
+    const std::string why = none.Missing(c.language);
+    EXPECT_NE(why.find(c.binary), std::string::npos) << why;
+    EXPECT_NE(why.find(c.package), std::string::npos) << why;
+    EXPECT_EQ(why.rfind(std::string(profile::LanguageName(c.language)) + " needs", 0), 0u) << why;
+  }
+  EXPECT_EQ(none.Missing(profile::Language::kPython), "");  // the runner is Python
+  HostLanguages all;
+  all.javascript = all.typescript = all.r = all.java = all.bash = true;
+  for (const Case& c : cases) EXPECT_EQ(all.Missing(c.language), "");
+}
 
 constexpr const char* kStrict = R"(name: strict
 description: test
