@@ -26,8 +26,8 @@ constexpr int kCreateTries = 150;
 model::ApiError NotPython(const std::string& language) {
   return {model::ErrorKind::kBadRequest,
           "language '" + language.substr(0, 40) +
-              "' is not supported here: an E2B context is a live Python interpreter (JavaScript and bash run one "
-              "request at a time through POST /v1/execute)",
+              "' is not served on the E2B door yet: an E2B context here is a live Python interpreter (sessions in "
+              "javascript, typescript, r, java and bash are served by POST /v1/sessions with \"language\")",
           ""};
 }
 

@@ -87,12 +87,16 @@
 
   let profiles = {};  // name -> the profile as GET /v1/profiles gives it
 
-  // The languages of the picked profile (its first is the default).
+  // The languages of the picked profile (its first is the default) that a
+  // one-shot run takes: typescript, r and java run only in sessions (POST
+  // /v1/sessions with "language"), which the console's pickers do not make.
+  const ONE_SHOT_LANGUAGES = ["python", "javascript", "bash"];
   function fillLanguages() {
     const sel = $("language");
     const keep = sel.value;
     const p = profiles[$("profile").value];
-    const langs = (p && p.languages) || ["python"];
+    const langs = ((p && p.languages) || ["python"]).filter((l) => ONE_SHOT_LANGUAGES.indexOf(l) >= 0);
+    if (!langs.length) langs.push("python");
     clear(sel);
     for (const l of langs) {
       const o = el("option", l);
