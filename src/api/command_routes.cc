@@ -119,6 +119,26 @@ Target FindTarget(ServerState& s, const Request& rq, pid_t pid) {
 // ---------------------------------------------------------------------------
 // POST /v1/sessions/{id}/commands
 
+// A command is a bash run: the session's profile must allow bash, as it must
+// for POST /v1/execute with "language": "bash" (a profile that confines a
+// session to Python, such as minimal, confines its commands too).
+std::optional<model::ApiError> BashAllowed(ServerState& s, const Request& rq) {
+  model::ApiError error;
+  auto view = s.session_mgr->Get(rq.param, rq.caller.name, &error);
+  if (!view) return error;
+  const profile::Profile* p = s.svc.profiles().Find(view->profile);
+  if (p && p->AllowsLanguage(profile::Language::kBash)) return std::nullopt;
+  std::string others;
+  for (const profile::Profile& q : s.svc.profiles().profiles()) {
+    if (q.AllowsLanguage(profile::Language::kBash)) others += (others.empty() ? "" : ", ") + q.name;
+  }
+  return Err(model::ErrorKind::kBadRequest,
+             "commands run bash, and this session's profile " + view->profile + " does not allow bash (its "
+             "\"languages\"); create the session with a profile that does" +
+                 (others.empty() ? std::string(": none of this server's profiles does") : ": " + others),
+             "language_not_allowed");
+}
+
 struct Started {
   model::CommandRequest request;
   Target target;
@@ -130,6 +150,10 @@ Started StartCommand(ServerState& s, const Request& rq) {
   model::ApiError error;
   if (!model::ParseCommandRequest(rq.body, Caps(s), &st.request, &error)) {
     st.target.error = error;
+    return st;
+  }
+  if (auto refused = BashAllowed(s, rq)) {
+    st.target.error = refused;
     return st;
   }
   st.target = FindTarget(s, rq, 0);

@@ -53,10 +53,10 @@ class CommandTestCase(unittest.TestCase):
         for sid in self.made:
             server.request("DELETE", f"/v1/sessions/{sid}")
 
-    def session(self):
+    def session(self, profile=PROFILE):
         deadline = time.monotonic() + scaled(60)
         while True:
-            status, _, data = server.post_json("/v1/sessions", {"profile": PROFILE})
+            status, _, data = server.post_json("/v1/sessions", {"profile": profile})
             if status != 503 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)  # no warm run ready yet
@@ -221,6 +221,13 @@ class TheSharedComputer(CommandTestCase):
         self.assertEqual(status, 200, end)
         self.assertEqual((end["running"], end["signal"]), (False, 9), end)
 
+    def test_a_profile_without_bash_runs_no_command(self):
+        sid = self.session("minimal")
+        err = self.run_cmd(sid, "id", expect=400)
+        self.assertEqual(err["code"], "language_not_allowed", err)
+        self.assertIn("general", err["error"])
+        self.assertEqual(self.call("GET", f"/v1/sessions/{sid}/commands")["commands"], [])
+
     def test_bad_requests_get_clear_errors(self):
         sid = self.session()
         base = f"/v1/sessions/{sid}/commands"
@@ -268,6 +275,22 @@ class Attacks(CommandTestCase):
                 break
             time.sleep(0.5)
         self.assertEqual((status, body.get("stdout")), (200, "42\n"), body)
+
+    def test_the_sandboxs_process_cap_answers_429(self):
+        sid = self.session()
+        statuses = {}
+        for _ in range(80):
+            status, headers, data = server.post_json(f"/v1/sessions/{sid}/commands",
+                                                     {"cmd": "sleep 300", "background": True})
+            statuses.setdefault(status, json.loads(data))
+            if status == 429:
+                self.assertIn("retry-after", headers)
+                break
+        self.assertIn(429, statuses, statuses)
+        self.assertEqual(statuses[429]["code"], "quota_exceeded", statuses[429])
+        self.assertEqual(set(statuses), {201, 429}, statuses)
+        # The interpreter still answers beside them.
+        self.assertEqual(self.execute(sid, "print(6 * 7)")["stdout"], "42\n")
 
     def test_a_background_command_dies_with_its_session(self):
         sid = self.session()
