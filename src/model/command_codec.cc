@@ -12,21 +12,18 @@ namespace {
 
 using internal::Dump;
 using internal::json;
-
-ApiError Unprocessable(std::string field, std::string message) {
-  return ApiError{ErrorKind::kUnprocessable, std::move(message), std::move(field)};
-}
+using internal::UnprocessableField;
 
 bool String(const json& doc, const char* field, size_t max, std::string* out, ApiError* error) {
   auto it = doc.find(field);
   if (it == doc.end() || it->is_null()) return true;
   if (!it->is_string()) {
-    *error = Unprocessable(field, std::string(field) + ": must be a string");
+    *error = UnprocessableField(field, std::string(field) + ": must be a string");
     return false;
   }
   const auto& s = it->get_ref<const std::string&>();
   if (s.size() > max || s.find('\0') != std::string::npos) {
-    *error = Unprocessable(field, std::string(field) + ": must be at most " + std::to_string(max) +
+    *error = UnprocessableField(field, std::string(field) + ": must be at most " + std::to_string(max) +
                                       " bytes, without NUL");
     return false;
   }
@@ -38,7 +35,7 @@ bool Bool(const json& doc, const char* field, bool* out, ApiError* error) {
   auto it = doc.find(field);
   if (it == doc.end() || it->is_null()) return true;
   if (!it->is_boolean()) {
-    *error = Unprocessable(field, std::string(field) + ": must be true or false");
+    *error = UnprocessableField(field, std::string(field) + ": must be true or false");
     return false;
   }
   *out = it->get<bool>();
@@ -54,7 +51,7 @@ bool ParseCommandRequest(std::string_view body, const RequestCaps& caps, Command
   static constexpr const char* kKeys[] = {"cmd", "env", "cwd", "timeout", "background", "stdin", "tag"};
   for (const auto& [key, value] : doc.items()) {
     if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }) == std::end(kKeys)) {
-      *error = Unprocessable(key.substr(0, 64), "'" + key.substr(0, 64) +
+      *error = UnprocessableField(key.substr(0, 64), "'" + key.substr(0, 64) +
                                                      "' is not a command option (cmd, env, cwd, timeout, background, "
                                                      "stdin, tag)");
       return false;
@@ -62,7 +59,7 @@ bool ParseCommandRequest(std::string_view body, const RequestCaps& caps, Command
   }
   if (!String(doc, "cmd", caps.max_code_bytes, &request->cmd, error)) return false;
   if (request->cmd.empty()) {
-    *error = Unprocessable("cmd", "cmd: the command line to run (with /bin/bash -l -c) is missing or empty");
+    *error = UnprocessableField("cmd", "cmd: the command line to run (with /bin/bash -l -c) is missing or empty");
     return false;
   }
   if (!String(doc, "cwd", 4096, &request->cwd, error) || !String(doc, "tag", 256, &request->tag, error) ||
@@ -78,7 +75,7 @@ bool ParseCommandRequest(std::string_view body, const RequestCaps& caps, Command
   if (auto it = doc.find("timeout"); it != doc.end() && !it->is_null()) {
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0 ||
         it->get<double>() > kCommandMaxTimeoutS) {
-      *error = Unprocessable("timeout", "timeout: must be a number of seconds from 0 (none) to " +
+      *error = UnprocessableField("timeout", "timeout: must be a number of seconds from 0 (none) to " +
                                             std::to_string(static_cast<int>(kCommandMaxTimeoutS)));
       return false;
     }
