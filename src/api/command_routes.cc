@@ -13,12 +13,13 @@
 #include "exec/sandbox.h"
 #include "model/command.h"
 #include "model/stream_events.h"
+#include "session/session_commands.h"
 
 namespace airlock::api {
 namespace {
 
-// Output kept per stream of a command's answer (every byte is streamed).
-constexpr int64_t kOutputCap = int64_t{1} << 20;
+using session::kCommandOutputCap;
+using session::ProcessError;
 // A signal's body.
 constexpr size_t kSignalBodyMax = 4096;
 
@@ -41,25 +42,6 @@ model::ApiError NoSuchProcess(pid_t pid) {
              "process_not_found");
 }
 
-// What Sandbox::Start and its kin said, as the API's error.
-model::ApiError ProcessError(const Status& st) {
-  switch (st.code()) {
-    case ErrorCode::kInvalidArgument: return Err(model::ErrorKind::kBadRequest, st.message());
-    case ErrorCode::kResourceExhausted: {
-      model::ApiError e = Err(model::ErrorKind::kTooManyRequests,
-                              st.message() + " (wait for one to end, or signal one: .../commands/{pid}/signal)",
-                              "quota_exceeded");
-      e.quota = "sandbox_processes";
-      e.retry_after_s = 1;
-      return e;
-    }
-    case ErrorCode::kUnavailable: return Err(model::ErrorKind::kGone, "the session's sandbox has ended: " + st.message(), "session_ended");
-    case ErrorCode::kNotFound: return Err(model::ErrorKind::kNotFound, st.message(), "process_not_found");
-    case ErrorCode::kFailedPrecondition: return Err(model::ErrorKind::kConflict, st.message());
-    default: return Err(model::ErrorKind::kInternal, st.message());
-  }
-}
-
 // {pid...}: the pid and what follows it ("", "stdin", "signal").
 bool ParseTail(const std::string& tail, pid_t* pid, std::string* rest) {
   size_t slash = tail.find('/');
@@ -68,28 +50,6 @@ bool ParseTail(const std::string& tail, pid_t* pid, std::string* rest) {
   if (digits.empty() || digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
   *pid = static_cast<pid_t>(std::strtol(digits.c_str(), nullptr, 10));
   return *pid > 0;
-}
-
-model::CommandEnd EndOf(const exec::ProcessOutcome& o, pid_t pid, const std::string& tag, bool ended) {
-  model::CommandEnd e;
-  e.pid = pid;
-  e.tag = tag;
-  e.running = !ended;
-  e.exit_code = o.exit.exit_code;
-  e.signal = o.exit.exited ? 0 : o.exit.signal;
-  e.out = o.out.data;
-  e.err = o.err.data;
-  e.out_bytes = o.out.total_bytes;
-  e.err_bytes = o.err.total_bytes;
-  e.out_truncated = o.out.truncated;
-  e.err_truncated = o.err.truncated;
-  e.output_cap = kOutputCap;
-  if (o.kill_reason != exec::KillReason::kNone) {
-    e.kill_reason = exec::KillReasonName(o.kill_reason);
-    e.kill_detail = o.kill_detail;
-  }
-  e.duration_ms = o.duration_ms;
-  return e;
 }
 
 bool Large(const exec::ProcessOutcome& o) { return o.out.data.size() + o.err.data.size() > kInlineBytes; }
@@ -119,26 +79,6 @@ Target FindTarget(ServerState& s, const Request& rq, pid_t pid) {
 // ---------------------------------------------------------------------------
 // POST /v1/sessions/{id}/commands
 
-// A command is a bash run: the session's profile must allow bash, as it must
-// for POST /v1/execute with "language": "bash" (a profile that confines a
-// session to Python, such as minimal, confines its commands too).
-std::optional<model::ApiError> BashAllowed(ServerState& s, const Request& rq) {
-  model::ApiError error;
-  auto view = s.session_mgr->Get(rq.param, rq.caller.name, &error);
-  if (!view) return error;
-  const profile::Profile* p = s.svc.profiles().Find(view->profile);
-  if (p && p->AllowsLanguage(profile::Language::kBash)) return std::nullopt;
-  std::string others;
-  for (const profile::Profile& q : s.svc.profiles().profiles()) {
-    if (q.AllowsLanguage(profile::Language::kBash)) others += (others.empty() ? "" : ", ") + q.name;
-  }
-  return Err(model::ErrorKind::kBadRequest,
-             "commands run bash, and this session's profile " + view->profile + " does not allow bash (its "
-             "\"languages\"); create the session with a profile that does" +
-                 (others.empty() ? std::string(": none of this server's profiles does") : ": " + others),
-             "language_not_allowed");
-}
-
 struct Started {
   model::CommandRequest request;
   Target target;
@@ -152,25 +92,15 @@ Started StartCommand(ServerState& s, const Request& rq) {
     st.target.error = error;
     return st;
   }
-  if (auto refused = BashAllowed(s, rq)) {
-    st.target.error = refused;
+  auto started = session::StartSessionCommand(s.svc.profiles(), *s.session_mgr, rq.param, rq.caller.name,
+                                              st.request, &error);
+  if (!started) {
+    st.target.error = error;
     return st;
   }
-  st.target = FindTarget(s, rq, 0);
-  if (st.target.error) return st;
-  exec::ProcessRequest p;
-  p.argv = {"/bin/bash", "-l", "-c", st.request.cmd};
-  for (const auto& [k, v] : st.request.env) p.env.push_back(k + "=" + v);
-  if (!st.request.cwd.empty()) p.cwd = st.request.cwd;
-  p.stdin_open = st.request.stdin_open;
-  p.tag = st.request.tag;
-  st.start = Clock::now();
-  auto started = st.target.sandbox->Start(p);
-  if (!started.ok()) {
-    st.target.error = ProcessError(started.status());
-    return st;
-  }
-  st.target.process = *started;
+  st.target.sandbox = std::move(started->sandbox);
+  st.target.process = std::move(started->process);
+  st.start = started->start;
   return st;
 }
 
@@ -206,7 +136,7 @@ void Run(const std::shared_ptr<Exchange>& ex) {
 // The answer of an outcome: JSON, or the end of the stream (made on a worker when large).
 void Answer(const std::shared_ptr<Exchange>& ex, exec::ProcessOutcome o, pid_t pid, std::string tag, bool ended,
             int status) {
-  ex->OnWorkerIf(Large(o), [o = std::move(o), pid, tag, ended] { return model::CommandEndToJson(EndOf(o, pid, tag, ended)); },
+  ex->OnWorkerIf(Large(o), [o = std::move(o), pid, tag, ended] { return model::CommandEndToJson(session::CommandEndOf(o, pid, tag, ended)); },
                  [ex, status](std::string body) {
                    if (ex->gone()) return ex->Abandon();
                    if (ex->events() && ex->events()->started()) {
@@ -220,7 +150,7 @@ void RunForeground(const std::shared_ptr<Exchange>& ex, Started st) {
   const pid_t pid = st.target.process->pid();
   const model::StreamFormat format = model::NegotiateStreamFormat(ex->rq.headers.accept);
   exec::WatchOptions wo;
-  wo.output_cap = kOutputCap;
+  wo.output_cap = kCommandOutputCap;
   if (format != model::StreamFormat::kNone) {
     std::weak_ptr<EventStream> events = ex->MakeEvents(format);
     ex->BeginEvents();
@@ -292,7 +222,7 @@ void Get(const std::shared_ptr<Exchange>& ex) {
                [ex, pid, wait_s](Target t) {
                  if (t.error) return ex->Refuse(*t.error);
                  exec::WatchOptions wo;
-                 wo.output_cap = kOutputCap;
+                 wo.output_cap = kCommandOutputCap;
                  auto watch = exec::ProcessWatch::Attach(t.process, t.sandbox, std::move(wo));
                  if (!watch.ok()) {
                    return ex->Refuse(Err(model::ErrorKind::kConflict,
@@ -435,6 +365,39 @@ void Post(const std::shared_ptr<Exchange>& ex) {
 }
 
 }  // namespace
+
+void RunCommandFromLoop(ServerState& s, std::string session_id, std::string owner, model::CommandRequest request,
+                        std::function<void(std::optional<model::ApiError> refused, model::CommandEnd end)> done) {
+  struct Job {
+    std::optional<session::StartedCommand> started;
+    model::ApiError error;
+  };
+  // `done` (which may hold an exchange) is moved to the loop's function: never released on the worker.
+  net::post(*s.session_pool, [&s, session_id = std::move(session_id), owner = std::move(owner),
+                              request = std::move(request), done = std::move(done)]() mutable {
+    auto job = std::make_shared<Job>();
+    job->started = session::StartSessionCommand(s.svc.profiles(), *s.session_mgr, session_id, owner, request, &job->error);
+    net::post(*s.io, [&s, job, request = std::move(request), done = std::move(done)]() mutable {
+      if (!job->started) return done(job->error, {});
+      session::StartedCommand& c = *job->started;
+      const pid_t pid = c.process->pid();
+      exec::WatchOptions wo;
+      wo.output_cap = kCommandOutputCap;
+      auto watch = exec::ProcessWatch::Attach(c.process, c.sandbox, std::move(wo));
+      if (!watch.ok()) {
+        net::post(*s.session_pool, [sb = c.sandbox, pid] { (void)sb->Signal(pid, SIGKILL); });
+        return done(ProcessError(watch.status()), {});
+      }
+      auto driver = std::make_shared<CommandDriver>(
+          s, std::move(*watch), c.sandbox, pid, CommandDriver::Limits{request.timeout_s, 0},
+          [done = std::move(done), pid, tag = request.tag, t0 = c.start](exec::ProcessOutcome o, bool ended) mutable {
+            o.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            done(std::nullopt, session::CommandEndOf(o, pid, tag, ended));
+          });
+      driver->Start();
+    });
+  });
+}
 
 std::vector<Route> CommandRoutes::Table() {
   using B = BodyPolicy;

@@ -17,15 +17,28 @@
 // (api/command_driver.h).
 #pragma once
 
+#include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "api/route.h"
+#include "model/command.h"
 
 namespace airlock::api {
+
+class ServerState;
 
 class CommandRoutes {
  public:
   static std::vector<Route> Table();
 };
+
+// A foreground command for a door without a request of its own to stream on
+// (MCP's run_command over /mcp): started on a worker, watched from the loop
+// (no thread held while it runs), then `done` on the loop with the refusal,
+// or with its end (output capped, its timeout enforced).
+void RunCommandFromLoop(ServerState& s, std::string session_id, std::string owner, model::CommandRequest request,
+                        std::function<void(std::optional<model::ApiError> refused, model::CommandEnd end)> done);
 
 }  // namespace airlock::api

@@ -296,11 +296,14 @@ class Attacks(CommandTestCase):
         sid = self.session()
         token = str(100000 + secrets.randbelow(800000))
         self.run_cmd(sid, f"sleep {token}", expect=201, background=True)
-        self.run_cmd(sid, f"(sleep {token} &) ; setsid sleep {token} &", expect=None, background=True)
+        # Two more that leave their shell: a double fork, and one in a session of its own.
+        pid = self.run_cmd(sid, f"(sleep {token} &) ; setsid sleep {token} & wait", expect=201, background=True)["pid"]
         deadline = time.monotonic() + scaled(30)
-        while len(with_token(token)) < 3 and time.monotonic() < deadline:
+        while len([p for p in with_token(token) if host_processes().get(p, {}).get("comm") == "sleep"]) < 3 \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertGreaterEqual(len(with_token(token)), 3)
+        sleepers = [p for p in with_token(token) if host_processes().get(p, {}).get("comm") == "sleep"]
+        self.assertGreaterEqual(len(sleepers), 3, self.call("GET", f"/v1/sessions/{sid}/commands/{pid}"))
         self.assertEqual(server.request("DELETE", f"/v1/sessions/{sid}")[0], 204)
         deadline = time.monotonic() + scaled(30)
         while with_token(token) and time.monotonic() < deadline:
