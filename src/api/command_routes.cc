@@ -5,10 +5,10 @@
 #include <cstdlib>
 
 #include "api/command_driver.h"
-#include "base/clock.h"
 #include "api/exchange.h"
 #include "api/query.h"
 #include "api/server_state.h"
+#include "base/clock.h"
 #include "exec/process_watch.h"
 #include "exec/sandbox.h"
 #include "model/command.h"
@@ -106,13 +106,17 @@ Started StartCommand(ServerState& s, const Request& rq) {
 
 // A background command's timeout: a loop timer, then a kill on a worker (the
 // process ends with signal 9, as its end then says).
-void KillLater(ServerState& s, std::weak_ptr<exec::Sandbox> sandbox, pid_t pid, double timeout_s) {
+// Only that process: once it ended, its pid may name a later one.
+void KillLater(ServerState& s, std::weak_ptr<exec::Sandbox> sandbox, std::weak_ptr<exec::Process> process,
+               double timeout_s) {
   auto timer = std::make_shared<net::steady_timer>(*s.io);
   timer->expires_after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-  timer->async_wait([&s, timer, sandbox, pid](const error_code& ec) {
+  timer->async_wait([&s, timer, sandbox, process](const error_code& ec) {
     if (ec) return;
-    net::post(*s.session_pool, [sandbox, pid] {
-      if (auto sb = sandbox.lock()) (void)sb->Signal(pid, SIGKILL);
+    net::post(*s.session_pool, [sandbox, process] {
+      auto sb = sandbox.lock();
+      auto p = process.lock();
+      if (sb && p && !p->Exit() && sb->Find(p->pid()) == p) (void)sb->Signal(p->pid(), SIGKILL);
     });
   });
 }
@@ -125,7 +129,7 @@ void Run(const std::shared_ptr<Exchange>& ex) {
                  if (st.target.error) return ex->Refuse(*st.target.error);
                  if (!st.request.background) return RunForeground(ex, std::move(st));
                  const pid_t pid = st.target.process->pid();
-                 if (st.request.timeout_s > 0) KillLater(ex->s, st.target.sandbox, pid, st.request.timeout_s);
+                 if (st.request.timeout_s > 0) KillLater(ex->s, st.target.sandbox, st.target.process, st.request.timeout_s);
                  ex->Respond(JsonReply(201, model::CommandInfoToJson({pid, st.request.tag,
                                                                        {"/bin/bash", "-l", "-c", st.request.cmd},
                                                                        st.request.cwd.empty() ? "/home/user" : st.request.cwd,
@@ -153,8 +157,6 @@ void RunForeground(const std::shared_ptr<Exchange>& ex, Started st) {
   wo.output_cap = kCommandOutputCap;
   if (format != model::StreamFormat::kNone) {
     std::weak_ptr<EventStream> events = ex->MakeEvents(format);
-    ex->BeginEvents();
-    ex->events()->Event("start", model::CommandStartEvent(pid));
     // OnReady runs on the loop: the output goes to the stream as it is read.
     wo.on_output = [events](exec::Stream which, std::string_view bytes) {
       if (auto es = events.lock()) es->Output(which == exec::Stream::kStdout ? "stdout" : "stderr", bytes);
@@ -162,12 +164,14 @@ void RunForeground(const std::shared_ptr<Exchange>& ex, Started st) {
   }
   auto watch = exec::ProcessWatch::Attach(st.target.process, st.target.sandbox, std::move(wo));
   if (!watch.ok()) {
-    // Nobody else knows its pid yet: it cannot be watched already; kill it rather than leave it unread.
+    // Nobody else knows its pid yet, so this does not happen; were it to, it is killed rather than left unread.
     net::post(*ex->s.session_pool, [sb = st.target.sandbox, pid] { (void)sb->Signal(pid, SIGKILL); });
-    if (ex->events() && ex->events()->started()) {
-      return ex->EndEvents({}, "error", model::EndEvent("error", "{\"message\":\"" + watch.status().message() + "\"}", ""));
-    }
+    ex->DropEvents();
     return ex->Refuse(ProcessError(watch.status()));
+  }
+  if (ex->events()) {
+    ex->BeginEvents();
+    ex->events()->Event("start", model::CommandStartEvent(pid));
   }
   auto driver = std::make_shared<CommandDriver>(
       ex->s, std::move(*watch), st.target.sandbox, pid, CommandDriver::Limits{st.request.timeout_s, 0},
@@ -237,12 +241,14 @@ void Get(const std::shared_ptr<Exchange>& ex) {
                    }
                    const bool ended = w.done();
                    exec::ProcessOutcome o = w.Finish();
+                   o.duration_ms = -1;  // not known here (its start was another request's)
                    watch->reset();
                    return Answer(ex, std::move(o), pid, tag, ended, 200);
                  }
                  auto driver = std::make_shared<CommandDriver>(
                      ex->s, std::move(*watch), t.sandbox, pid, CommandDriver::Limits{0, wait_s},
                      [ex, pid, tag](exec::ProcessOutcome o, bool ended) {
+                       o.duration_ms = -1;
                        Answer(ex, std::move(o), pid, tag, ended, 200);
                      });
                  // A reader that leaves is answered nothing once the wait ends (the process runs on).
@@ -366,18 +372,21 @@ void Post(const std::shared_ptr<Exchange>& ex) {
 
 }  // namespace
 
-void RunCommandFromLoop(ServerState& s, std::string session_id, std::string owner, model::CommandRequest request,
+void RunCommandFromLoop(const std::shared_ptr<Exchange>& ex, std::string session_id, model::CommandRequest request,
                         std::function<void(std::optional<model::ApiError> refused, model::CommandEnd end)> done) {
+  ServerState& s = ex->s;
+  std::string owner = ex->rq.caller.name;
+  std::weak_ptr<Exchange> weak = ex;
   struct Job {
     std::optional<session::StartedCommand> started;
     model::ApiError error;
   };
   // `done` (which may hold an exchange) is moved to the loop's function: never released on the worker.
-  net::post(*s.session_pool, [&s, session_id = std::move(session_id), owner = std::move(owner),
+  net::post(*s.session_pool, [&s, weak, session_id = std::move(session_id), owner = std::move(owner),
                               request = std::move(request), done = std::move(done)]() mutable {
     auto job = std::make_shared<Job>();
     job->started = session::StartSessionCommand(s.svc.profiles(), *s.session_mgr, session_id, owner, request, &job->error);
-    net::post(*s.io, [&s, job, request = std::move(request), done = std::move(done)]() mutable {
+    net::post(*s.io, [&s, weak, job, request = std::move(request), done = std::move(done)]() mutable {
       if (!job->started) return done(job->error, {});
       session::StartedCommand& c = *job->started;
       const pid_t pid = c.process->pid();
@@ -394,7 +403,16 @@ void RunCommandFromLoop(ServerState& s, std::string session_id, std::string owne
             o.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
             done(std::nullopt, session::CommandEndOf(o, pid, tag, ended));
           });
+      std::weak_ptr<CommandDriver> d = driver;
+      auto kill = [d] {
+        if (auto live = d.lock()) live->Kill(exec::KillReason::kCancelled, "the client disconnected");
+      };
+      // Watched before it starts: a command already ended is answered within Start().
+      auto e = weak.lock();
+      const bool gone = !e || e->gone();
+      if (!gone) e->WatchDisconnect(kill);
       driver->Start();
+      if (gone) kill();
     });
   });
 }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,7 +28,7 @@
 
 namespace airlock::api {
 
-class ServerState;
+class Exchange;
 
 class CommandRoutes {
  public:
@@ -37,8 +38,9 @@ class CommandRoutes {
 // A foreground command for a door without a request of its own to stream on
 // (MCP's run_command over /mcp): started on a worker, watched from the loop
 // (no thread held while it runs), then `done` on the loop with the refusal,
-// or with its end (output capped, its timeout enforced).
-void RunCommandFromLoop(ServerState& s, std::string session_id, std::string owner, model::CommandRequest request,
+// or with its end (output capped, its timeout enforced). A client of `ex`
+// that disconnects kills it (kill_reason "cancelled"), as a run's does.
+void RunCommandFromLoop(const std::shared_ptr<Exchange>& ex, std::string session_id, model::CommandRequest request,
                         std::function<void(std::optional<model::ApiError> refused, model::CommandEnd end)> done);
 
 }  // namespace airlock::api

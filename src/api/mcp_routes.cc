@@ -240,7 +240,7 @@ struct McpHandlers {
       }
       case mcp::ToolCall::Kind::kCommand:
         // Started on a worker, watched from the loop: no thread held while it runs.
-        return RunCommandFromLoop(s, t->call.session_id, ex->rq.caller.name, mcp::McpServer::CommandRequestOf(*t),
+        return RunCommandFromLoop(ex, t->call.session_id, mcp::McpServer::CommandRequestOf(*t),
                                   [server, t, answer](std::optional<model::ApiError> refused, model::CommandEnd end) {
                                     answer(server->CommandDone(*t, refused, end));
                                   });

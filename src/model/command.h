@@ -66,12 +66,12 @@ struct CommandEnd {
   int64_t output_cap = 0;
   std::string kill_reason;  // "timeout", "cancelled" (its client left), "lost" (the sandbox ended); "" none
   std::string kill_detail;
-  double duration_ms = 0;
+  double duration_ms = 0;   // from its start; < 0: not known (a later read of a background one), left out
 };
 
 // {"pid","tag"?,"running","exit_code","signal"?,"stdout","stderr",
 //  "truncated"?:{"stdout","stderr","cap_bytes","stdout_bytes","stderr_bytes"},
-//  "kill_reason"?,"kill_detail"?,"duration_ms"}. While running, exit_code is null.
+//  "kill_reason"?,"kill_detail"?,"duration_ms"?}. While running, exit_code is null.
 std::string CommandEndToJson(const CommandEnd& end);
 
 // One process of a sandbox, as GET /v1/sessions/{id}/commands lists it.

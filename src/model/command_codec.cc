@@ -127,7 +127,7 @@ std::string CommandEndToJson(const CommandEnd& e) {
     j["kill_reason"] = e.kill_reason;
     j["kill_detail"] = e.kill_detail;
   }
-  j["duration_ms"] = std::round(e.duration_ms * 1000) / 1000;
+  if (e.duration_ms >= 0) j["duration_ms"] = std::round(e.duration_ms * 1000) / 1000;
   return Dump(j);
 }
 
