@@ -4,6 +4,7 @@
 
 #include "api/admission.h"
 #include "api/call_driver.h"
+#include "api/command_routes.h"
 #include "api/exchange.h"
 #include "api/run_driver.h"
 #include "api/server_state.h"
@@ -237,6 +238,12 @@ struct McpHandlers {
                                        answer(server->SessionCreated(*t, made));
                                      });
       }
+      case mcp::ToolCall::Kind::kCommand:
+        // Started on a worker, watched from the loop: no thread held while it runs.
+        return RunCommandFromLoop(ex, t->call.session_id, mcp::McpServer::CommandRequestOf(*t),
+                                  [server, t, answer](std::optional<model::ApiError> refused, model::CommandEnd end) {
+                                    answer(server->CommandDone(*t, refused, end));
+                                  });
       case mcp::ToolCall::Kind::kBlocking:
         return ex->OnWorker([server, t] { return server->RunBlockingTool(*t); }, answer);
     }

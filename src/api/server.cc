@@ -16,6 +16,7 @@
 #include <random>
 
 #include "api/call_driver.h"
+#include "api/command_driver.h"
 #include "api/connection.h"
 #include "api/doors.h"
 #include "api/e2b_routes.h"
@@ -121,6 +122,9 @@ ServerState::~ServerState() {
   std::vector<std::shared_ptr<SessionCallDriver>> calls(call_drivers.begin(), call_drivers.end());
   for (auto& d : calls) d->Abandon();
   call_drivers.clear();
+  std::vector<std::shared_ptr<CommandDriver>> commands(command_drivers.begin(), command_drivers.end());
+  for (auto& d : commands) d->Abandon();
+  command_drivers.clear();
   session_mgr->CloseAll();
   session_pool->join();
   mcp.reset();

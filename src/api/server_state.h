@@ -38,6 +38,7 @@ class E2bContexts;
 class McpSessions;
 class RunDriver;
 class SessionCallDriver;
+class CommandDriver;
 
 // The outcome label of a run for metrics and audit.
 inline std::string Outcome(const model::RunReport& r) {
@@ -104,6 +105,7 @@ class ServerState {
 
   std::set<std::shared_ptr<RunDriver>> drivers;               // one-shot runs under way
   std::set<std::shared_ptr<SessionCallDriver>> call_drivers;  // session calls under way
+  std::set<std::shared_ptr<CommandDriver>> command_drivers;   // sandbox commands watched
   std::set<Connection*> open;                                 // every open connection
 
   const RouteTable& Table(Door door) const { return door == Door::kApi ? api_routes : e2b_routes; }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "session/session_commands.h"
 #include "session/session_files.h"
 
 namespace airlock::mcp {
@@ -46,6 +47,12 @@ std::optional<std::string> McpServer::Handle(std::string_view message) {
         made = sessions_->Create(options_.owner, "", req, profile::Door::kMcp);
       }
       return SessionCreated(t, made);
+    }
+    case ToolCall::Kind::kCommand: {
+      model::ApiError error;
+      auto end = session::RunSessionCommand(svc_.profiles(), *sessions_, t.call.session_id, options_.owner,
+                                            CommandRequestOf(t), &error);
+      return CommandDone(t, end ? std::nullopt : std::optional<model::ApiError>(error), end.value_or(model::CommandEnd()));
     }
     case ToolCall::Kind::kBlocking:
       return RunBlockingTool(t);
@@ -92,7 +99,8 @@ McpServer::Step McpServer::Begin(std::string_view message) {
             ? "airlock runs Python in a kernel-isolated sandbox with no network. Use execute_python to run code: "
               "without session_id each call is a fresh interpreter; to keep variables and files between calls, "
               "call create_session and pass its session_id, then close_session when done. upload_file and "
-              "download_file move files in and out of a session. list_profiles shows which modules each "
+              "download_file move files in and out of a session; run_command runs a shell command in it, over the same "
+              "files. list_profiles shows which modules each "
               "profile allows."
             : "airlock runs Python in a kernel-isolated sandbox. Use execute_python to run code (each call is a "
               "fresh interpreter with no network and an empty /tmp); use list_profiles to see which modules each "
@@ -158,6 +166,8 @@ McpServer::Step McpServer::Begin(std::string_view message) {
     }
   } else if (t.call.name == "create_session") {
     t.kind = ToolCall::Kind::kCreateSession;
+  } else if (t.call.name == "run_command") {
+    t.kind = ToolCall::Kind::kCommand;
   } else {
     t.kind = ToolCall::Kind::kBlocking;
   }
@@ -284,6 +294,20 @@ std::string McpServer::RunBlockingTool(ToolCall& t) {
       session::ReadSessionFile(mgr, call.session_id, owner, call.path, options_.max_file_bytes, &error);
   if (!data) return CallResult(t, model::McpToolErrorResult("download_file: " + error.message));
   return CallResult(t, model::McpFileReadResult(call.session_id, call.path, *data));
+}
+
+model::CommandRequest McpServer::CommandRequestOf(const ToolCall& t) {
+  model::CommandRequest rq;
+  rq.cmd = t.call.command;
+  rq.timeout_s = t.call.execute.timeout_s.value_or(model::kCommandDefaultTimeoutS);
+  return rq;
+}
+
+std::string McpServer::CommandDone(ToolCall& t, const std::optional<model::ApiError>& refused,
+                                   const model::CommandEnd& end) {
+  if (refused) return CallResult(t, model::McpToolErrorResult("run_command: " + refused->message));
+  return CallResult(t, model::McpCommandResult(t.call.session_id, model::CommandEndToJson(end), end.exit_code, end.out,
+                                               end.err, end.kill_detail));
 }
 
 void McpServer::Audit(ToolCall& t, const std::string& verdict, const model::RunReport* run, const std::string& error) {

@@ -13,7 +13,8 @@
 // Tools (docs/agents.md): execute_python {code, session_id?, timeout_seconds?,
 // profile?}, create_session {profile?}, close_session {session_id},
 // upload_file {session_id, path, content, encoding?}, download_file
-// {session_id, path}, list_profiles. Tool state is an explicit session_id
+// {session_id, path}, run_command {session_id, command, timeout_seconds?},
+// list_profiles. Tool state is an explicit session_id
 // argument, which is what the stateless 2026-07-28 revision needs too.
 #pragma once
 
@@ -26,6 +27,7 @@
 #include <string>
 #include <string_view>
 
+#include "model/command.h"
 #include "model/mcp.h"
 #include "service/service.h"
 #include "session/session_manager.h"
@@ -68,6 +70,7 @@ struct ToolCall {
     kOneShot,        // execute_python without session_id: Prepare, OneShotPrepared, run, OneShotDone
     kSessionCall,    // execute_python with session_id: a session call, SessionCallDone
     kCreateSession,  // create_session: SessionManager::Create (retried while no warm run is ready), SessionCreated
+    kCommand,        // run_command: CommandRequestOf, a foreground command in the session's sandbox, CommandDone
     kBlocking,       // close_session, upload_file, download_file: RunBlockingTool on a worker thread
   };
   Kind kind = Kind::kOneShot;
@@ -112,6 +115,9 @@ class McpServer {
   std::string SessionCallDone(ToolCall& t, const session::CallReply& r);
   std::string SessionCreated(ToolCall& t, const session::Created& made);
   std::string RunBlockingTool(ToolCall& t);
+  // run_command: the command it asks for, and its answer (`refused`, or its end).
+  static model::CommandRequest CommandRequestOf(const ToolCall& t);
+  std::string CommandDone(ToolCall& t, const std::optional<model::ApiError>& refused, const model::CommandEnd& end);
 
   std::string protocol_version() const;
   const std::string& owner() const { return options_.owner; }

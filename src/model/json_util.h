@@ -36,6 +36,10 @@ size_t JsonDepth(std::string_view text);
 // first (JsonDepth).
 enum class ClientJson { kOk, kSyntax, kDuplicateKey };
 ClientJson ParseClientJson(std::string_view text, json* doc, std::string* detail);
+// A 422 naming the request field at fault.
+inline ApiError UnprocessableField(std::string field, std::string message) {
+  return ApiError{ErrorKind::kUnprocessable, std::move(message), std::move(field)};
+}
 // The ApiError (400, naming the key) of a duplicate key.
 ApiError DuplicateKeyError(const std::string& key);
 

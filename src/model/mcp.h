@@ -36,6 +36,9 @@ struct McpToolCall {
   // upload_file: the bytes (decoded from base64 when encoding was "base64").
   std::string path;
   std::string content;
+  // run_command: the command line (bash -l -c), and its timeout in
+  // execute.timeout_s (timeout_seconds; absent: the REST default).
+  std::string command;
   // An argument the tool cannot take (wrong type, unknown name): a tool
   // execution error for the model to fix, not a protocol error.
   std::string argument_error;
@@ -126,6 +129,10 @@ std::string McpFileWrittenResult(const std::string& session_id, const std::strin
 std::string McpFileReadResult(const std::string& session_id, const std::string& path, const std::string& bytes);
 // Any other tool failure (bad argument, no such profile, the run could not start).
 std::string McpToolErrorResult(const std::string& message);
+// run_command: the command's end (model/command.h) as text (exit code, then
+// stdout and stderr) and as structuredContent (CommandEndToJson's object).
+std::string McpCommandResult(const std::string& session_id, const std::string& end_json, int exit_code,
+                             const std::string& out, const std::string& err, const std::string& kill_detail);
 // The code is held for a person's approval (not an error, nothing ran):
 // `pending_json` is the approval as POST /v1/execute's 202 gives it; it is the
 // structuredContent's "approval" and the text says what happens next.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/base64.h"
+#include "model/command.h"
 #include "model/json_util.h"
 #include "model/mcp.h"
 #include "model/session.h"
@@ -90,6 +91,9 @@ void ReadToolArgs(const json& args, const McpCaps& caps, const std::vector<std::
     } else if (key == "content") {
       if (v.size() > caps.max_bytes) return fail("content: larger than the message cap");
       call->content = v;
+    } else if (key == "command") {
+      if (v.empty() || v.size() > caps.max_bytes) return fail("command: the command line to run (not empty)");
+      call->command = v;
     } else if (key == "encoding") {
       if (v != "utf-8" && v != "base64") return fail("encoding: \"utf-8\" (default) or \"base64\"");
       encoding = v;
@@ -234,6 +238,19 @@ void ParseMcpMessage(std::string_view text, const McpCaps& caps, McpMessage* out
                    &out->call);
     } else if (out->call.name == "download_file") {
       ReadToolArgs(args, caps, {"session_id", "path"}, {"session_id", "path"}, &out->call);
+    } else if (out->call.name == "run_command") {
+      json rest = args;
+      if (auto t = rest.find("timeout_seconds"); t != rest.end()) {
+        if (!t->is_number() || !(t->get<double>() >= 0) || t->get<double>() > kCommandMaxTimeoutS) {
+          out->call.argument_error = "timeout_seconds: a number of seconds from 0 (none) to 86400";
+        } else {
+          out->call.execute.timeout_s = t->get<double>();
+        }
+        rest.erase("timeout_seconds");
+      }
+      if (out->call.argument_error.empty()) {
+        ReadToolArgs(rest, caps, {"session_id", "command", "timeout_seconds"}, {"session_id", "command"}, &out->call);
+      }
     } else if (!args.empty()) {
       out->call.argument_error = out->call.name + " takes no arguments";
     }
@@ -418,6 +435,36 @@ json ToolObjects(const McpToolsInfo& info) {
          // own scratch directory: not destructive of anything outside it.
          {"annotations", Annotations("Upload a file into a session", false, false, true)}});
     tools.push_back(
+        {{"name", "run_command"},
+         {"title", "Run a shell command in a session"},
+         {"description",
+          "Run a shell command (bash -l -c) in a session's sandbox, beside its Python interpreter: it sees the "
+          "same working directory (/home/user), so files written by execute_python are there and files it "
+          "writes are seen by the next execute_python. Returns the exit code, stdout and stderr (1 MiB each "
+          "kept). Same isolation as the interpreter: no network, nothing outside the sandbox. The session's "
+          "profile must allow bash."},
+         {"inputSchema",
+          {{"type", "object"},
+           {"properties",
+            {{"session_id", SessionIdProperty("The session (from create_session)")},
+             {"command", {{"type", "string"}, {"description", "The command line, e.g. 'ls -la && wc -l data.csv'"}}},
+             {"timeout_seconds",
+              {{"type", "number"}, {"minimum", 0}, {"maximum", kCommandMaxTimeoutS},
+               {"description", "Kill it after this many seconds (default 60; 0: none)"}}}}},
+           {"required", {"session_id", "command"}},
+           {"additionalProperties", false}}},
+         {"outputSchema",
+          {{"type", "object"},
+           {"properties",
+            {{"session_id", {{"type", "string"}}},
+             {"pid", {{"type", "integer"}}},
+             {"exit_code", {{"type", "integer"}}},
+             {"stdout", {{"type", "string"}}},
+             {"stderr", {{"type", "string"}}},
+             {"kill_reason", {{"type", "string"}}}}},
+           {"required", {"exit_code", "stdout", "stderr"}}}},
+         {"annotations", Annotations("Run a shell command in a session", false, true, false)}});
+    tools.push_back(
         {{"name", "download_file"},
          {"title", "Download a file from a session"},
          {"description",
@@ -464,8 +511,8 @@ bool StrictCompatible(const json& schema) {
 }  // namespace
 
 const std::vector<std::string>& McpToolNames(bool sessions) {
-  static const std::vector<std::string> kAll = {"execute_python", "create_session", "close_session",
-                                                "upload_file",    "download_file",  "list_profiles"};
+  static const std::vector<std::string> kAll = {"execute_python", "create_session", "close_session", "upload_file",
+                                                "run_command",    "download_file",  "list_profiles"};
   static const std::vector<std::string> kOneShot = {"execute_python", "list_profiles"};
   return sessions ? kAll : kOneShot;
 }
@@ -678,6 +725,19 @@ std::string McpPendingApprovalResult(const std::string& pending_json) {
                      ". Do not resend it: that would make a second request.";
   return Dump({{"content", json::array({TextBlock(Text(text))})},
                {"structuredContent", {{"approval", approval}}},
+               {"isError", false}});
+}
+
+std::string McpCommandResult(const std::string& session_id, const std::string& end_json, int exit_code,
+                             const std::string& out, const std::string& err, const std::string& kill_detail) {
+  json structured = json::parse(end_json, nullptr, false);
+  if (!structured.is_object()) structured = json::object();
+  structured["session_id"] = session_id;
+  std::string text = "exit code " + std::to_string(exit_code) + (kill_detail.empty() ? "" : " (" + kill_detail + ")");
+  if (!out.empty()) text += "\n--- stdout ---\n" + out;
+  if (!err.empty()) text += "\n--- stderr ---\n" + err;
+  return Dump({{"content", json::array({TextBlock(Text(text))})},
+               {"structuredContent", std::move(structured)},
                {"isError", false}});
 }
 

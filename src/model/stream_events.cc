@@ -166,7 +166,13 @@ std::vector<StreamEvent> FinalEvents(const ExecuteResponse& r) {
 }
 
 std::string EndOfExecutionEvent(std::string_view response_json, std::string_view stream_json) {
-  std::string out = R"({"type":"end_of_execution")";
+  return EndEvent("end_of_execution", response_json, stream_json);
+}
+
+std::string EndEvent(std::string_view type, std::string_view response_json, std::string_view stream_json) {
+  std::string out = R"({"type":")";
+  out.append(type);
+  out += '"';
   std::string_view body = Trim(response_json);
   // The response is a JSON object: its members follow ours.
   if (body.size() >= 2 && body.front() == '{' && body.back() == '}') {

@@ -83,6 +83,10 @@ std::vector<StreamEvent> FinalEvents(const ExecuteResponse& response);
 // "type":"end_of_execution" first and, when `stream_json` is not empty, a
 // "stream" member holding it (what the stream itself dropped).
 std::string EndOfExecutionEvent(std::string_view response_json, std::string_view stream_json);
+// The same for any last event of a stream: "type":`type` (a plain word, not
+// escaped) first, then the members of `response_json` (a command's end:
+// "end").
+std::string EndEvent(std::string_view type, std::string_view response_json, std::string_view stream_json);
 // The "stream" member: {"dropped_events":n,"dropped_bytes":n} (events of
 // output the stream did not carry because the client read too slowly).
 std::string StreamStatsJson(uint64_t dropped_events, uint64_t dropped_bytes);

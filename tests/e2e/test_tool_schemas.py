@@ -27,6 +27,8 @@ CALLS = {
     "close_session": [{"session_id": SID}],
     "upload_file": [{"session_id": SID, "path": "data/in.csv", "content": "a,b\n1,2\n"},
                     {"session_id": SID, "path": "img.png", "content": "iVBORw0KGgo=", "encoding": "base64"}],
+    "run_command": [{"session_id": SID, "command": "ls -la && wc -l data/in.csv"},
+                    {"session_id": SID, "command": "make test", "timeout_seconds": 300}],
     "download_file": [{"session_id": SID, "path": "out/result.json"}],
     "list_profiles": [{}],
 }
@@ -37,6 +39,8 @@ BAD_CALLS = {
     "create_session": [{"profile": 3}],
     "close_session": [{}],
     "upload_file": [{"session_id": SID, "path": "a"}, {"session_id": SID, "path": "a", "content": "x", "encoding": "hex"}],
+    "run_command": [{"session_id": SID}, {"command": "ls"}, {"session_id": SID, "command": "ls", "cmd": "ls"},
+                    {"session_id": SID, "command": "ls", "timeout_seconds": -1}],
     "download_file": [{"path": "a"}],
     "list_profiles": [{"x": 1}],
 }

@@ -115,10 +115,12 @@ test("initialize over HTTP negotiates 2025-11-25 and issues an Mcp-Session-Id", 
 test("tools/list offers the session tools with honest annotations", async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name),
-                   ["execute_python", "create_session", "close_session", "upload_file", "download_file", "list_profiles"]);
+                   ["execute_python", "create_session", "close_session", "upload_file", "run_command", "download_file",
+                    "list_profiles"]);
   for (const t of tools) {
     assert.equal(t.annotations.openWorldHint, false, t.name);
-    assert.equal(t.annotations.destructiveHint, t.name === "close_session", t.name);
+    // run_command can remove the session's files: as honest as close_session about it.
+    assert.equal(t.annotations.destructiveHint, t.name === "close_session" || t.name === "run_command", t.name);
   }
 });
 
@@ -144,6 +146,15 @@ test("a session keeps state between calls, takes and gives files, and closes", a
 
   const up = await call("upload_file", { session_id: sid, path: "data/in.csv", content: "a,b\n1,2\n3,4\n" });
   assert.equal(up.isError, false, text(up));
+  // A shell command beside the interpreter, over the same files; a file it writes is seen by the next call.
+  const cmd = await call("run_command", { session_id: sid, command: "wc -l < data/in.csv; echo shell > from_sh.txt; exit 3" });
+  assert.equal(cmd.isError, false, text(cmd));
+  assert.equal(cmd.structuredContent.exit_code, 3, text(cmd));
+  assert.equal(cmd.structuredContent.stdout, "3\n", text(cmd));
+  r = await call("execute_python", { session_id: sid, code: "open('from_sh.txt').read().strip()" });
+  assert.equal(r.structuredContent.result, "'shell'", text(r));
+  const slow = await call("run_command", { session_id: sid, command: "sleep 60", timeout_seconds: 1 });
+  assert.equal(slow.structuredContent.kill_reason, "timeout", text(slow));
   r = await call("execute_python", { session_id: sid,
     code: "import pandas as pd\ndf = pd.read_csv('data/in.csv')\nopen('out.txt', 'w').write(str(df['b'].sum()))\nint(df['a'].sum())" });
   assert.equal(r.structuredContent.result, "4", text(r));
@@ -373,7 +384,7 @@ test("GET /v1/tools serves each vendor's format", async () => {
     const r = await fetch(`${base}/v1/tools?format=${format}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
     assert.equal(r.status, 200, format);
     const body = await r.json();
-    assert.equal(body.tools.length, 6, format);
+    assert.equal(body.tools.length, 7, format);
   }
   const bad = await fetch(`${base}/v1/tools?format=gemini`, { headers: { Authorization: `Bearer ${TOKEN}` } });
   assert.equal(bad.status, 400);

@@ -47,7 +47,7 @@ test("tools/list offers execute_python, the session tools and list_profiles with
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   assert.deepEqual(names, ["close_session", "create_session", "download_file", "execute_python", "list_profiles",
-                           "upload_file"]);
+                           "run_command", "upload_file"]);
   assert.equal(tools.find((t) => t.name === "close_session").annotations.destructiveHint, true);
   const exec = tools.find((t) => t.name === "execute_python");
   assert.deepEqual(exec.inputSchema.required, ["code"]);
@@ -152,6 +152,10 @@ test("a session over stdio keeps state, moves files, and closes", async () => {
   assert.equal(up.isError, false, text(up));
   r = await client.callTool({ name: "execute_python", arguments: { session_id: sid, code: "list(open('in.bin', 'rb').read())" } });
   assert.equal(r.structuredContent.result, "[0, 1, 2, 255]", text(r));
+  // run_command over stdio (a blocking run): the same files, its exit code and output.
+  const cmd = await client.callTool({ name: "run_command", arguments: { session_id: sid, command: "wc -c < in.bin; echo e >&2; exit 2" } });
+  assert.equal(cmd.isError, false, text(cmd));
+  assert.deepEqual([cmd.structuredContent.exit_code, cmd.structuredContent.stdout, cmd.structuredContent.stderr], [2, "4\n", "e\n"]);
   const down = await client.callTool({ name: "download_file", arguments: { session_id: sid, path: "in.bin" } });
   assert.equal(down.structuredContent.encoding, "base64");
   assert.equal(down.content[0].type, "resource");

@@ -122,13 +122,15 @@ TEST_F(McpServerTest, ListsTheSessionToolsWithHonestAnnotations) {
   for (const json& t : r["result"]["tools"]) {
     names.push_back(t["name"]);
     EXPECT_EQ(t["annotations"]["openWorldHint"], false) << t["name"];
-    EXPECT_EQ(t["annotations"]["destructiveHint"], t["name"] == "close_session") << t["name"];
+    // run_command can remove the session's files: destructive, as close_session is.
+    EXPECT_EQ(t["annotations"]["destructiveHint"], t["name"] == "close_session" || t["name"] == "run_command")
+        << t["name"];
     EXPECT_EQ(t["inputSchema"]["type"], "object");
     EXPECT_EQ(t["inputSchema"]["additionalProperties"], false);
     EXPECT_FALSE(t["description"].get<std::string>().empty());
   }
   EXPECT_EQ(names, (std::vector<std::string>{"execute_python", "create_session", "close_session", "upload_file",
-                                             "download_file", "list_profiles"}));
+                                             "run_command", "download_file", "list_profiles"}));
   const json& exec = r["result"]["tools"][0];
   EXPECT_TRUE(exec["inputSchema"]["properties"].contains("session_id"));
   EXPECT_TRUE(exec["outputSchema"]["properties"].contains("session"));
@@ -152,6 +154,14 @@ TEST_F(McpServerTest, SessionToolArgumentsAreCheckedAsToolErrors) {
   EXPECT_NE(text(r).find("base64"), std::string::npos) << text(r);
   r = Call("upload_file", {{"session_id", "s1-abcd-0123"}, {"path", "../etc/passwd"}, {"content", "x"}});
   EXPECT_EQ(r["isError"], true);
+  r = Call("run_command", {{"session_id", "s1-abcd-0123"}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_NE(text(r).find("command: required"), std::string::npos) << text(r);
+  r = Call("run_command", {{"session_id", "s1-abcd-0123"}, {"command", "id"}, {"timeout_seconds", "soon"}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_NE(text(r).find("timeout_seconds"), std::string::npos) << text(r);
+  r = Call("run_command", {{"session_id", "s1-abcd-0123"}, {"command", "id"}});
+  EXPECT_EQ(r["isError"], true);  // no such session
   r = Call("download_file", {{"session_id", "s1-abcd-0123"}, {"path", "/etc/shadow"}});
   EXPECT_EQ(r["isError"], true);
   r = Call("download_file", {{"session_id", "s1-abcd-0123"}, {"path", "a"}, {"mode", "x"}});
@@ -165,7 +175,7 @@ TEST_F(McpServerTest, ToolDefinitionsForEachVendor) {
   info.max_timeout_s = 5;
   info.max_file_bytes = 1 << 20;
   json openai = json::parse(model::ToolDefinitions("openai", info));
-  ASSERT_EQ(openai["tools"].size(), 6u);
+  ASSERT_EQ(openai["tools"].size(), 7u);
   for (const json& t : openai["tools"]) {
     EXPECT_EQ(t["type"], "function");
     const json& fn = t["function"];
