@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
+#include <set>
 
 #include "api/call_driver.h"
 #include "api/exchange.h"
@@ -22,13 +24,24 @@ constexpr size_t kMaxUploadParts = 64;
 // many times (15 s) before answering 503, as an E2B sandbox start would wait.
 constexpr int kCreateTries = 150;
 
-// E2B's 400 for a context or call in another language than Python.
-model::ApiError NotPython(const std::string& language) {
+// E2B's 400 for a language no context can have. (One the profile does not
+// allow, or whose runtime this host lacks, is refused by the session's call.)
+model::ApiError UnknownLanguage(const std::string& language) {
   return {model::ErrorKind::kBadRequest,
           "language '" + language.substr(0, 40) +
-              "' is not served on the E2B door yet: an E2B context here is a live Python interpreter (sessions in "
-              "javascript, typescript, r, java and bash are served by POST /v1/sessions with \"language\")",
+              "' is not one of python, javascript (js), typescript (ts), r, java, bash",
           ""};
+}
+
+bool KnownLanguage(const std::string& language) { return !model::NormalizeLanguage(language).empty(); }
+
+// A context's session: its id is the session's (Python) or "<session id>-<language>".
+std::string SessionOfContext(const std::string& id) {
+  constexpr size_t kSessionIdSize = 3 + 8 + 1 + 32;
+  if (id.size() > kSessionIdSize && id[kSessionIdSize] == '-' && IsSessionId(id.substr(0, kSessionIdSize))) {
+    return id.substr(0, kSessionIdSize);
+  }
+  return id;
 }
 
 model::ApiError ContextNotFound(const std::string& id) {
@@ -122,7 +135,7 @@ void Call(const std::shared_ptr<Exchange>& ex, const std::string& id, model::Exe
         }
         if (!ran) {
           if (call.error.kind == model::ErrorKind::kNotFound || call.error.kind == model::ErrorKind::kGone) {
-            ex->s.e2b->Forget(id);
+            ex->s.e2b->ForgetSession(id);
           }
           return ex->Refuse(call.error);
         }
@@ -158,18 +171,26 @@ void Execute(const std::shared_ptr<Exchange>& ex) {
 
 void ExecuteParsed(const std::shared_ptr<Exchange>& ex, model::E2bExecuteRequest req) {
   ServerState& s = ex->s;
-  if (req.language && *req.language != "python") return ex->Refuse(NotPython(*req.language));
+  if (req.language && !KnownLanguage(*req.language)) return ex->Refuse(UnknownLanguage(*req.language));
   model::ExecuteRequest request;
   request.code = std::move(req.code);
   request.env = std::move(req.env_vars);  // this execution's only
   // The context named in the body (OwnerRule::kInBody): the caller's, or 404.
   if (req.context_id) {
     if (s.e2b->Owner(*req.context_id, ex->rq.caller.name)) return ex->Refuse(ContextNotFound(*req.context_id));
-    return Call(ex, *req.context_id, std::move(request));
+    const E2bContexts::Context* c = s.e2b->Find(*req.context_id);
+    // A session call in the context's language (the session's own for Python).
+    if (c->language != "python") request.language = c->language;
+    return Call(ex, c->session, std::move(request));
   }
-  s.e2b->Default(ex->rq.caller.name, [ex, request = std::move(request)](std::optional<std::string> id,
-                                                                          model::ApiError why) mutable {
+  // No context: the default session's interpreter of the language (python:
+  // the session's own), as E2B's default contexts.
+  const std::string language = model::NormalizeLanguage(req.language.value_or("python"));
+  if (language != "python") request.language = language;
+  s.e2b->Default(ex->rq.caller.name, [ex, language, request = std::move(request)](std::optional<std::string> id,
+                                                                                    model::ApiError why) mutable {
     if (!id) return ex->Refuse(why);
+    if (language != "python") ex->s.e2b->OfLanguage(ex->rq.caller.name, language, [](auto, auto) {});  // listed
     Call(ex, *id, std::move(request));
   });
 }
@@ -187,7 +208,7 @@ void NewContext(const std::shared_ptr<Exchange>& ex) {
   model::E2bContextRequest req;
   model::ApiError error;
   if (!model::ParseE2bContextRequest(ex->rq.body, Caps(s), &req, &error)) return ex->Refuse(error);
-  if (req.language && *req.language != "python") return ex->Refuse(NotPython(*req.language));
+  if (req.language && !KnownLanguage(*req.language)) return ex->Refuse(UnknownLanguage(*req.language));
   // The sandbox has one working directory, /home/user.
   if (req.cwd && *req.cwd != "/home/user" && *req.cwd != "/home/user/") {
     return ex->Refuse({model::ErrorKind::kBadRequest,
@@ -195,6 +216,15 @@ void NewContext(const std::shared_ptr<Exchange>& ex) {
                        ""});
   }
   s.e2b->Prune();
+  const std::string language = model::NormalizeLanguage(req.language.value_or("python"));
+  if (language != "python") {
+    // The default sandbox's interpreter of that language (started on its first call).
+    return s.e2b->OfLanguage(ex->rq.caller.name, language, [ex, language](std::optional<std::string> id,
+                                                                          model::ApiError why) {
+      if (!id) return ex->Refuse(why);
+      ex->Respond(JsonReply(200, model::E2bContextToJson({*id, language, "/home/user"})));
+    });
+  }
   CreateSessionFromLoop(s, ex->rq.caller.name, ContextSession(s), profile::Door::kE2b, kCreateTries, [ex](session::Created made) {
     if (!made.ok) return ex->Refuse(made.error);
     ex->s.e2b->Add(made.view.id, ex->rq.caller.name);
@@ -202,18 +232,32 @@ void NewContext(const std::shared_ptr<Exchange>& ex) {
   });
 }
 
+void ListPage(const std::shared_ptr<Exchange>& ex, const PageRequest& page);
+
 // The caller's live contexts, a page at a time (X-Next-Cursor: the SDKs read
 // an array).
 void ListContexts(const std::shared_ptr<Exchange>& ex) {
   PageRequest page;
   if (auto bad = ParsePage(ex->rq.query, 100, 1000, &page)) return ex->Refuse(*bad);
   ex->s.e2b->Prune();
+  // A sandbox always has its default contexts: made now when it has none.
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, page](std::optional<std::string> id, model::ApiError why) {
+    if (!id) return ex->Refuse(why);
+    ListPage(ex, page);
+  });
+}
+
+void ListPage(const std::shared_ptr<Exchange>& ex, const PageRequest& page) {
   std::vector<model::E2bContext> list;
   std::optional<std::string> next;
+  // (A list is short, defaults first: the cursor is the count of the
+  // owner's contexts listed before.)
+  const uint64_t after = page.cursor.empty() ? 0 : std::strtoull(page.cursor.c_str(), nullptr, 10);
+  uint64_t index = 0;
   for (const auto& [id, c] : ex->s.e2b->Of(ex->rq.caller.name)) {
-    if (!page.cursor.empty() && id <= page.cursor) continue;
+    if (index++ < after) continue;
     if (list.size() == page.limit) {
-      next = list.back().id;
+      next = std::to_string(index - 1);
       break;
     }
     list.push_back({id, c.language, c.cwd});
@@ -223,16 +267,25 @@ void ListContexts(const std::shared_ptr<Exchange>& ex) {
   ex->Respond(std::move(r));
 }
 
+// A context's session restarts: every interpreter of its sandbox (a context of
+// another language than Python shares its session's).
 Reply RestartContext(ServerState& s, const Request& rq) {
   model::ApiError error;
-  if (!s.session_mgr->Restart(rq.param, rq.caller.name, &error)) return RefusalFor(rq, error);
+  if (!s.session_mgr->Restart(SessionOfContext(rq.param), rq.caller.name, &error)) return RefusalFor(rq, error);
   return JsonReply(204, "");
 }
 
 void DeleteContext(const std::shared_ptr<Exchange>& ex) {
-  ex->s.e2b->Forget(ex->rq.param);
+  const std::string session = SessionOfContext(ex->rq.param);
+  if (session != ex->rq.param) {
+    // A context of another language: no longer listed (its interpreter ends
+    // with its session).
+    ex->s.e2b->Forget(ex->rq.param);
+    return ex->Respond(JsonReply(204, ""));
+  }
+  ex->s.e2b->ForgetSession(session);
   ex->OnWorker(
-      [&s = ex->s, id = ex->rq.param, owner = ex->rq.caller.name] {
+      [&s = ex->s, id = session, owner = ex->rq.caller.name] {
         model::ApiError error;
         bool deleted = s.session_mgr->Delete(id, owner, &error);
         return std::make_pair(deleted || error.kind == model::ErrorKind::kGone, error);
@@ -374,7 +427,7 @@ std::vector<Route> E2bContexts::Table() {
       Row("POST", "/execute", kRun, O::kInBody, B::kJson, RunsOn::kDriver, P::kRun, A::kRun, &Execute),
       SmallJson(Row("POST", "/contexts", kRun, O::kCaller, B::kJson, RunsOn::kDriver, P::kJson, A::kRequest,
                     &NewContext)),
-      Row("GET", "/contexts", kRun, O::kCaller, B::kNone, RunsOn::kLoop, P::kJson, A::kRequest, &ListContexts),
+      Row("GET", "/contexts", kRun, O::kCaller, B::kNone, RunsOn::kDriver, P::kJson, A::kRequest, &ListContexts),
       Row("POST", "/contexts/{id}/restart", kRun, O::kContext, B::kNone, RunsOn::kWorker, P::kJson, A::kRequest,
           nullptr, &RestartContext),
       Row("DELETE", "/contexts/{id}", kRun, O::kContext, B::kNone, RunsOn::kDriver, P::kJson, A::kRequest,
@@ -390,6 +443,11 @@ std::optional<model::ApiError> E2bContexts::Owner(const std::string& id, const s
   return std::nullopt;
 }
 
+const E2bContexts::Context* E2bContexts::Find(const std::string& id) const {
+  auto it = contexts_.find(id);
+  return it == contexts_.end() ? nullptr : &it->second;
+}
+
 void E2bContexts::Forget(const std::string& id) {
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return;
@@ -397,17 +455,35 @@ void E2bContexts::Forget(const std::string& id) {
   contexts_.erase(it);
 }
 
-void E2bContexts::Prune() {
+void E2bContexts::ForgetSession(const std::string& session) {
   for (auto it = contexts_.begin(); it != contexts_.end();) {
-    model::ApiError error;
-    auto v = s_.session_mgr->Get(it->first, it->second.owner, &error);
-    if (v && v->state != "dead") {
+    if (it->second.session != session) {
       ++it;
       continue;
     }
-    if (auto d = defaults_.find(it->second.owner); d != defaults_.end() && d->second == it->first) defaults_.erase(d);
+    if (auto d = defaults_.find(it->second.owner); d != defaults_.end() && d->second == session) defaults_.erase(d);
     it = contexts_.erase(it);
   }
+}
+
+void E2bContexts::Prune() {
+  std::set<std::string> ended;
+  for (const auto& [id, c] : contexts_) {
+    if (ended.count(c.session)) continue;
+    model::ApiError error;
+    auto v = s_.session_mgr->Get(c.session, c.owner, &error);
+    if (!v || v->state == "dead") ended.insert(c.session);
+  }
+  for (const std::string& session : ended) ForgetSession(session);
+}
+
+void E2bContexts::OfLanguage(const std::string& owner, const std::string& language, Made done) {
+  Default(owner, [this, owner, language, done = std::move(done)](std::optional<std::string> id, model::ApiError why) {
+    if (!id) return done(std::nullopt, why);
+    const std::string context = *id + "-" + language;
+    if (!contexts_.count(context)) Put(context, Context{owner, *id, language});
+    done(context, {});
+  });
 }
 
 std::vector<std::pair<std::string, E2bContexts::Context>> E2bContexts::Of(const std::string& owner) const {
@@ -415,6 +491,9 @@ std::vector<std::pair<std::string, E2bContexts::Context>> E2bContexts::Of(const 
   for (const auto& [id, c] : contexts_) {
     if (c.owner == owner) out.emplace_back(id, c);
   }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(!a.second.is_default, a.second.seq) < std::make_pair(!b.second.is_default, b.second.seq);
+  });
   return out;
 }
 
@@ -425,7 +504,7 @@ void E2bContexts::Default(const std::string& owner, Made done) {
     // It ended (idle expiry, TTL, a crash): as an E2B sandbox that timed out,
     // its state is gone; the next execution starts a new one (its
     // execution_count starts at 1 again, which tells the client).
-    Forget(it->second);
+    ForgetSession(it->second);
   }
   std::vector<Made>& waiting = making_[owner];
   waiting.push_back(std::move(done));
@@ -435,8 +514,16 @@ void E2bContexts::Default(const std::string& owner, Made done) {
     std::vector<Made> waiters = std::move(making_[owner]);
     making_.erase(owner);
     if (made.ok) {
-      Add(made.view.id, owner);
+      Put(made.view.id, Context{owner, made.view.id, "python", "/home/user", 0, true});
       defaults_[owner] = made.view.id;
+      // E2B's default contexts are python and javascript: listed when the
+      // profile lets the session run JavaScript (its interpreter starts on its
+      // first call).
+      const profile::Profile* p = s_.svc.profiles().Find(made.view.profile);
+      if (p != nullptr && std::find(p->languages.begin(), p->languages.end(), profile::Language::kJavaScript) !=
+                              p->languages.end()) {
+        Put(made.view.id + "-javascript", Context{owner, made.view.id, "javascript", "/home/user", 0, true});
+      }
     }
     for (Made& w : waiters) {
       if (made.ok) w(made.view.id, {});

@@ -6,6 +6,7 @@
 // GET /health: "OK" (200) on the interpreter port, 204 on envd's, as E2B.
 //
 //   POST   /execute                  {code, context_id?, language?, env_vars?} -> NDJSON lines (driver)
+//                                    language: python, javascript (js), typescript (ts), r, java, bash
 //   POST   /contexts                 {language?, cwd?} -> {id, language, cwd}           (driver)
 //   GET    /contexts[?limit&cursor]  [{id, language, cwd}] (X-Next-Cursor on a page)     (loop)
 //   POST   /contexts/{id}/restart    a fresh interpreter (its files are dropped)         (worker)
@@ -15,14 +16,17 @@
 //                                    application/octet-stream body), streamed to the
 //                                    files as it arrives -> [{path, name, type}]         (driver, upload)
 //
-// A context is a session of --e2b-profile; its id is the session's id. Each
-// owner (token name, "" without tokens) gets a default context, made on first
-// use; /files reads and writes the default context's working directory (/tmp
-// in the sandbox), which E2B calls /home/user. Making a context waits for a
+// A Python context is a session of --e2b-profile; its id is the session's id.
+// Each owner (token name, "" without tokens) gets a default session, made on
+// first use, with its default contexts python and javascript; a context of
+// another language is that session's interpreter of the language (sessions in
+// six languages, docs/api.md), in the same sandbox; /files reads and writes
+// that sandbox's /home/user. Making a context waits for a
 // warm run (retried from the loop while none is ready: no thread sleeps, no
 // lock is held); the calls are session calls fed from the loop.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -40,10 +44,21 @@ class ServerState;
 // The contexts, on the event loop (no lock).
 class E2bContexts {
  public:
+  // A context is a session's interpreter of one language: a Python context
+  // is a session of its own (its id is the session's); a context of another
+  // language is the owner's default session's interpreter of that language
+  // (id "<session id>-<language>"), so that it shares that sandbox's
+  // /home/user with the default Python context and /files, as E2B's contexts
+  // share one sandbox.
   struct Context {
     std::string owner;
+    std::string session;
     std::string language = "python";
     std::string cwd = "/home/user";
+    uint64_t seq = 0;  // creation order: lists are in it, as E2B lists contexts
+    // E2B's default contexts (python and javascript of the default sandbox),
+    // listed first: E2B's exist from the sandbox's start, before any made.
+    bool is_default = false;
   };
   using Made = std::function<void(std::optional<std::string> id, model::ApiError error)>;
 
@@ -54,20 +69,34 @@ class E2bContexts {
   std::optional<model::ApiError> Owner(const std::string& id, const std::string& owner) const;
 
   // The owner's default context (made when it has none or it ended): `done`
-  // on the loop. Requests of one owner that come while it is being made wait
-  // for that one.
+  // on the loop, with its session's id. Requests of one owner that come while
+  // it is being made wait for that one. Made with it: the default contexts of
+  // E2B, python (the session) and javascript.
   void Default(const std::string& owner, Made done);
-  void Add(const std::string& id, const std::string& owner) { contexts_[id] = Context{owner}; }
+  // The owner's context of `language` in its default session (made when it
+  // has none): `done` with the context's id.
+  void OfLanguage(const std::string& owner, const std::string& language, Made done);
+  void Add(const std::string& id, const std::string& owner) { Put(id, Context{owner, id}); }
+  const Context* Find(const std::string& id) const;
   void Forget(const std::string& id);
+  // Every context of a session that ended.
+  void ForgetSession(const std::string& session);
   // Drops the contexts whose sessions ended (through /v1/sessions, expiry,
   // their death): they were never pruned before.
   void Prune();
+  // The owner's contexts, oldest first.
   std::vector<std::pair<std::string, Context>> Of(const std::string& owner) const;
   size_t size() const { return contexts_.size(); }
 
  private:
+  void Put(const std::string& id, Context c) {
+    c.seq = ++seq_;
+    contexts_[id] = std::move(c);
+  }
+
   ServerState& s_;
-  std::map<std::string, Context> contexts_;                 // by id (= session id)
+  uint64_t seq_ = 0;
+  std::map<std::string, Context> contexts_;                 // by id
   std::map<std::string, std::string> defaults_;              // owner -> context id
   std::map<std::string, std::vector<Made>> making_;          // owner -> waiting for its default
 };

@@ -302,6 +302,62 @@ test("escapes fail in the kernel's layers: /etc/shadow and a host listener", asy
   assert.ok(!JSON.stringify(conn).includes("secret from the host"));
 });
 
+// --- contexts in other languages (the `general` server: it allows all six) --------
+
+test("the default contexts are python and javascript, in one sandbox with one /home/user", async () => {
+  const listed = await k.listCodeContexts();
+  const languages = listed.map((c) => c.language);
+  assert.ok(languages.includes("python") && languages.includes("javascript"), JSON.stringify(listed));
+  // Python writes, JavaScript, TypeScript and bash read: one workspace.
+  const w = await k.runCode("open('shared.txt', 'w').write('from python')");
+  assert.equal(w.error, undefined, JSON.stringify(w.error));
+  const js = await k.runCode("require('fs').readFileSync('/home/user/shared.txt', 'utf8')", { language: "js" });
+  assert.equal(js.error, undefined, JSON.stringify(js.error));
+  assert.equal(js.text, "from python");
+  const ts = await k.runCode("const n: number = 6 * 7; console.log(n)", { language: "ts" });
+  assert.equal(ts.error, undefined, JSON.stringify(ts.error));
+  assert.deepEqual(ts.logs.stdout, ["42\n"]);
+  const sh = await k.runCode("cat shared.txt; echo; pwd", { language: "bash" });
+  assert.equal(sh.error, undefined, JSON.stringify(sh.error));
+  assert.equal(sh.logs.stdout.join(""), "from python\n/home/user\n");
+});
+
+test("JavaScript cells: top-level await, ESM imports, state kept, envs for one run", async () => {
+  const awaited = await k.runCode("await Promise.resolve('resolved')", { language: "javascript" });
+  assert.equal(awaited.text, "resolved");
+  const esm = await k.runCode("import { readFileSync } from 'fs'\nconsole.log(typeof readFileSync)", { language: "js" });
+  assert.deepEqual(esm.logs.stdout, ["function\n"]);
+  const ctx = await k.createCodeContext({ language: "javascript" });
+  assert.equal(ctx.language, "javascript");
+  await k.runCode("let kept = 41", { context: ctx });
+  assert.equal((await k.runCode("kept + 1", { context: ctx })).text, "42");
+  const env = await k.runCode("process.env.E2B_TEST_ENV", { language: "js", envs: { E2B_TEST_ENV: "set" } });
+  assert.equal(env.text, "set");
+  const gone = await k.runCode("process.env.E2B_TEST_ENV || 'unset'", { language: "js" });
+  assert.equal(gone.text, "unset");
+});
+
+test("an unknown language is a clear 400; another language's escapes fail in the kernel's layers", async () => {
+  await assert.rejects(k.runCode("1", { language: "cobol" }), /400/);
+  const raw = await fetch(`${kernelBase}/execute`, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ code: "1", language: "cobol" }) });
+  assert.equal(raw.status, 400);
+  assert.match((await raw.json()).message, /cobol.*python, javascript/);
+  const shadow = await k.runCode("require('fs').readFileSync('/etc/shadow', 'utf8')", { language: "js" });
+  assert.ok(shadow.error, `read /etc/shadow: ${JSON.stringify(shadow.results)}`);
+  const port = hostListener.address().port;
+  const conn = await k.runCode(
+    `await new Promise((ok, fail) => { const s = require('net').connect(${port}, '127.0.0.1');
+       s.on('data', (d) => ok(String(d))); s.on('error', fail); setTimeout(() => fail(new Error('timed out')), 3000); })`,
+    { language: "js" });
+  assert.ok(conn.error, `connected to the host: ${JSON.stringify(conn.results)}`);
+  assert.ok(!JSON.stringify(conn).includes("secret from the host"));
+  const sh = await k.runCode(`cat /etc/shadow; (exec 3<>/dev/tcp/127.0.0.1/${port} && cat <&3) 2>&1; echo done`,
+    { language: "bash" });
+  assert.ok(!sh.logs.stdout.join("").includes("secret from the host"), JSON.stringify(sh.logs));
+  assert.ok(!sh.logs.stdout.join("").includes("root:"), JSON.stringify(sh.logs));
+});
+
 test("malformed and oversized requests get clear errors, and the server lives on", async () => {
   const post = (path, body, headers = { "Content-Type": "application/json" }) =>
     fetch(`http://localhost:49999${path}`, { method: "POST", headers, body });
@@ -316,8 +372,10 @@ test("malformed and oversized requests get clear errors, and the server lives on
   r = await post("/execute", JSON.stringify({ code: "1", context_id: "x", language: "python" }));
   assert.equal(r.status, 400);
   assert.match((await r.json()).message, /Only one of context_id or language/);
+  // A language this server's E2B profile (visualization: Python only) does not allow.
   r = await post("/execute", JSON.stringify({ code: "1", language: "r" }));
-  assert.equal(r.status, 400);
+  assert.equal(r.status, 422);
+  assert.match((await r.json()).message, /\br\b/);
   r = await post("/execute", JSON.stringify({ code: "1", env_vars: { LD_PRELOAD: "/tmp/x.so" } }));
   assert.equal(r.status, 422, "the sandbox's own variables cannot be set");
   assert.match((await r.json()).message, /LD_PRELOAD/);
