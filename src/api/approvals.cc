@@ -101,16 +101,20 @@ StatusOr<std::string> Approvals::Hold(service::Prepared p, const std::string& re
   v.code = std::move(p.code);
   v.code_sha256 = p.code_sha256;
   v.code_bytes = p.code_bytes;
-  for (model::InputFile& f : p.files) {
+  // The digests come from Prepare (a worker for a large request): never a
+  // hash of megabytes here, on the event loop.
+  const bool digested = p.file_sha256.size() == p.files.size() && !p.request_sha256.empty();
+  for (size_t i = 0; i < p.files.size(); ++i) {
+    model::InputFile& f = p.files[i];
     model::ApprovalFile af;
     af.path = std::move(f.path);
     af.size = static_cast<int64_t>(f.content.size());
-    af.sha256 = service::Sha256Hex(f.content);
+    af.sha256 = digested ? p.file_sha256[i] : service::Sha256Hex(f.content);
     af.shown = ShownAsText(f.content);
     af.content = std::move(f.content);
     v.files.push_back(std::move(af));
   }
-  v.request_sha256 = service::Sha256Hex(model::RequestDigestJson(v));
+  v.request_sha256 = digested ? p.request_sha256 : service::Sha256Hex(model::RequestDigestJson(v));
   v.findings = std::move(p.violations);
   v.requested_by = requested_by;
   v.created_at = NowRfc3339();
@@ -199,6 +203,13 @@ RouteAnswer Approvals::Get(const std::string& id) const {
   }
   return Json(200, model::ApprovalToJson(e->view, true, true));
 }
+
+const model::ApprovalView* Approvals::View(const std::string& id) const {
+  const Entry* e = Find(id);
+  return e == nullptr ? nullptr : &e->view;
+}
+
+RouteAnswer Approvals::Render(const model::ApprovalView& view) { return Json(200, model::ApprovalToJson(view, true, true)); }
 
 RouteAnswer Approvals::File(const std::string& id, const std::string& index) const {
   const Entry* e = Find(id);

@@ -84,6 +84,11 @@ class Approvals {
   RouteAnswer List(size_t limit, const std::string& cursor, std::optional<std::string>* next) const;
   // GET /v1/approvals/{id}, once Visible(): the whole approval, code and result.
   RouteAnswer Get(const std::string& id) const;
+  // The approval `id` as it is now (nullptr: none), for a caller that renders
+  // it elsewhere: Render(view) is Get's answer, linear in its code and files,
+  // so a large one is made on a worker from a copy (api/approval_routes.cc).
+  const model::ApprovalView* View(const std::string& id) const;
+  static RouteAnswer Render(const model::ApprovalView& view);
   // GET /v1/approvals/{id}/files/{n}, once Visible(): an input file too large
   // or not text enough to be shown in the approval itself.
   RouteAnswer File(const std::string& id, const std::string& index) const;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "api/command_driver.h"
 #include "api/exchange.h"
@@ -155,11 +158,24 @@ void RunForeground(const std::shared_ptr<Exchange>& ex, Started st) {
   const model::StreamFormat format = model::NegotiateStreamFormat(ex->rq.headers.accept);
   exec::WatchOptions wo;
   wo.output_cap = kCommandOutputCap;
+  // Output read before the "start" event is written (Attach reads what the
+  // pipes already hold: a fast command may have written, or ended) is held
+  // until then, so that "start" is always the first event.
+  struct Early {
+    bool begun = false;
+    std::vector<std::pair<std::string, std::string>> held;
+  };
+  auto early = std::make_shared<Early>();
   if (format != model::StreamFormat::kNone) {
     std::weak_ptr<EventStream> events = ex->MakeEvents(format);
     // OnReady runs on the loop: the output goes to the stream as it is read.
-    wo.on_output = [events](exec::Stream which, std::string_view bytes) {
-      if (auto es = events.lock()) es->Output(which == exec::Stream::kStdout ? "stdout" : "stderr", bytes);
+    wo.on_output = [events, early](exec::Stream which, std::string_view bytes) {
+      const char* name = which == exec::Stream::kStdout ? "stdout" : "stderr";
+      if (!early->begun) {
+        early->held.emplace_back(name, std::string(bytes));
+      } else if (auto es = events.lock()) {
+        es->Output(name, bytes);
+      }
     };
   }
   auto watch = exec::ProcessWatch::Attach(st.target.process, st.target.sandbox, std::move(wo));
@@ -172,6 +188,9 @@ void RunForeground(const std::shared_ptr<Exchange>& ex, Started st) {
   if (ex->events()) {
     ex->BeginEvents();
     ex->events()->Event("start", model::CommandStartEvent(pid));
+    early->begun = true;
+    for (const auto& [name, bytes] : early->held) ex->events()->Output(name, bytes);
+    early->held.clear();
   }
   auto driver = std::make_shared<CommandDriver>(
       ex->s, std::move(*watch), st.target.sandbox, pid, CommandDriver::Limits{st.request.timeout_s, 0},

@@ -153,6 +153,17 @@ int ExecLookingUp(char* const* argv, char* const* envp) {
 
   if (int err = ApplyRlimits(svc.plan)) FailStart(report, kStepRlimits, err);
   if (::chdir(cwd) != 0) FailStart(report, kStepChdir, errno);
+  // When the sandbox's memory runs out, the kernel's out-of-memory killer
+  // takes a started process before the sandbox's program (a session's
+  // interpreter): a command's memory hog must not end the session. Raising
+  // one's own oom_score_adj needs no privilege; best effort (without it, the
+  // killer still picks by size alone).
+  if (int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); adj >= 0) {
+    if (::write(adj, "500", 3) != 3) {
+      // Nothing else to do: the default score stands.
+    }
+    ::close(adj);
+  }
   if (int err = LockDown(svc.plan, &step)) FailStart(report, step, err);
   FailStart(report, kStepExec, ExecLookingUp(argv, envp));
 }

@@ -12,6 +12,7 @@
 #include "analyzer/cell.h"
 #include "analyzer/rule_catalog.h"
 #include "base/log.h"
+#include "model/approval.h"
 #include "model/base64.h"
 #include "model/runner_protocol.h"
 #include "profile/units.h"
@@ -501,6 +502,16 @@ Prepared Service::Prepare(const model::ExecuteRequest& req, const std::string& r
     out.verdict = Verdict::kNeedsApproval;
     out.code = req.code;  // as sent: what the person is shown
     out.files = req.files;
+    model::ApprovalView digest;  // what request_sha256 binds (docs/api.md, Approvals)
+    digest.code = out.code;
+    digest.language = std::string(profile::LanguageName(plan->language));
+    digest.profile = p->name;
+    digest.limits = ToView(plan->limits);
+    for (const model::InputFile& f : out.files) {
+      out.file_sha256.push_back(Sha256Hex(f.content));
+      digest.files.push_back({f.path, static_cast<int64_t>(f.content.size()), out.file_sha256.back()});
+    }
+    out.request_sha256 = Sha256Hex(model::RequestDigestJson(digest));
     out.error = model::ApiError{model::ErrorKind::kForbidden,
                                 "profile " + p->name + " needs a person's approval for this code (approval policy " +
                                     std::string(profile::ApprovalPolicyName(approval.policy)) +

@@ -114,6 +114,12 @@ struct Prepared {
   int64_t code_bytes = 0;
   std::string code;                     // kNeedsApproval only: the code, to show the person deciding
   std::vector<model::InputFile> files;  // kNeedsApproval only: the input files, likewise
+  // kNeedsApproval only: each input file's SHA-256 and the request's
+  // (model::RequestDigestJson), computed here, on the caller's thread (a
+  // worker for a large request), so that holding it never hashes megabytes on
+  // the server's event loop.
+  std::vector<std::string> file_sha256;
+  std::string request_sha256;
 };
 
 // The result channel of one run, kept up to a cap. The runner protocol bounds
