@@ -49,7 +49,9 @@ bool ParseCommandRequest(std::string_view body, const RequestCaps& caps, Command
   json doc;
   if (!internal::ParseRequestObject(body, caps, &doc, error)) return false;
   static constexpr const char* kKeys[] = {"cmd", "env", "cwd", "timeout", "background", "stdin", "tag"};
-  for (const auto& [key, value] : doc.items()) {
+  for (const auto& item : doc.items()) {
+    // A plain name: clang (the fuzz build) does not capture structured bindings in a lambda.
+    const std::string& key = item.key();
     if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }) == std::end(kKeys)) {
       *error = UnprocessableField(key.substr(0, 64), "'" + key.substr(0, 64) +
                                                      "' is not a command option (cmd, env, cwd, timeout, background, "
