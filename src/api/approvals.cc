@@ -12,7 +12,6 @@
 #include "api/error_mapping.h"
 #include "base/log.h"
 #include "base/random.h"
-#include "service/sha256.h"
 
 namespace airlock::api {
 
@@ -89,6 +88,11 @@ StatusOr<std::string> Approvals::Hold(service::Prepared p, const std::string& re
                              "(GET /v1/approvals) or retry later");
   }
   if (!p.plan) return Status(ErrorCode::kInternal, "Approvals::Hold: a request without a prepared run");
+  // The digests come from Service::Prepare (a worker for a large request):
+  // never a hash of megabytes here, on the event loop.
+  if (p.request_sha256.empty() || p.file_sha256.size() != p.files.size()) {
+    return Status(ErrorCode::kInternal, "Approvals::Hold: a request without its digests (Service::Prepare makes them)");
+  }
   auto e = std::make_unique<Entry>();
   std::string id = NewId();
   model::ApprovalView& v = e->view;
@@ -101,20 +105,17 @@ StatusOr<std::string> Approvals::Hold(service::Prepared p, const std::string& re
   v.code = std::move(p.code);
   v.code_sha256 = p.code_sha256;
   v.code_bytes = p.code_bytes;
-  // The digests come from Prepare (a worker for a large request): never a
-  // hash of megabytes here, on the event loop.
-  const bool digested = p.file_sha256.size() == p.files.size() && !p.request_sha256.empty();
   for (size_t i = 0; i < p.files.size(); ++i) {
     model::InputFile& f = p.files[i];
     model::ApprovalFile af;
     af.path = std::move(f.path);
     af.size = static_cast<int64_t>(f.content.size());
-    af.sha256 = digested ? p.file_sha256[i] : service::Sha256Hex(f.content);
+    af.sha256 = std::move(p.file_sha256[i]);
     af.shown = ShownAsText(f.content);
     af.content = std::move(f.content);
     v.files.push_back(std::move(af));
   }
-  v.request_sha256 = digested ? p.request_sha256 : service::Sha256Hex(model::RequestDigestJson(v));
+  v.request_sha256 = std::move(p.request_sha256);
   v.findings = std::move(p.violations);
   v.requested_by = requested_by;
   v.created_at = NowRfc3339();
@@ -201,7 +202,7 @@ RouteAnswer Approvals::Get(const std::string& id) const {
   if (e == nullptr) {
     return Error(model::ErrorKind::kNotFound, "no approval '" + id.substr(0, 64) + "' (GET /v1/approvals lists pending ones)");
   }
-  return Json(200, model::ApprovalToJson(e->view, true, true));
+  return Render(e->view);
 }
 
 const model::ApprovalView* Approvals::View(const std::string& id) const {

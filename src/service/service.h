@@ -117,7 +117,7 @@ struct Prepared {
   // kNeedsApproval only: each input file's SHA-256 and the request's
   // (model::RequestDigestJson), computed here, on the caller's thread (a
   // worker for a large request), so that holding it never hashes megabytes on
-  // the server's event loop.
+  // the server's event loop. The approvals book takes them as they are.
   std::vector<std::string> file_sha256;
   std::string request_sha256;
 };
