@@ -190,8 +190,12 @@ void EventStream::ArmKeepalive() {
     if (ec || !self || self->stopped_ || self->ended_) return;
     if (std::chrono::steady_clock::now() >= self->last_sent_ + Ms(self->options_.keepalive_s)) {
       // Only when nothing is waiting: a queue that is not moving says nothing new.
-      if (self->queued_bytes() == 0) self->Event("keepalive", model::KeepaliveEvent());
-      else self->last_sent_ = std::chrono::steady_clock::now();
+      if (self->queued_bytes() == 0) {
+        self->Event("keepalive", self->options_.keepalive_json.empty() ? model::KeepaliveEvent()
+                                                                      : self->options_.keepalive_json);
+      } else {
+        self->last_sent_ = std::chrono::steady_clock::now();
+      }
     }
     self->ArmKeepalive();
   });

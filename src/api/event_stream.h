@@ -56,6 +56,9 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
     double keepalive_s = 5;
     size_t max_queued_bytes = size_t{1} << 20;
     double write_timeout_s = 30;
+    // The keepalive event's JSON; "": {"type":"keepalive"}. (A Connect
+    // stream's keepalive is a message of the call's own type.)
+    std::string keepalive_json;
   };
 
   // `stream` is the connection; `owner` owns it (the connection object): each

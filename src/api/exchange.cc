@@ -55,9 +55,10 @@ void Exchange::ClientGone() {
   if (auto fn = std::move(on_gone_)) fn();
 }
 
-std::shared_ptr<EventStream> Exchange::MakeEvents(model::StreamFormat format) {
+std::shared_ptr<EventStream> Exchange::MakeEvents(model::StreamFormat format, std::string keepalive_json) {
   EventStream::Options o;
   o.format = format;
+  o.keepalive_json = std::move(keepalive_json);
   o.keepalive_s = s.opt.stream_keepalive_s;
   o.max_queued_bytes = s.opt.stream_queue_bytes;
   o.write_timeout_s = s.opt.write_timeout_s;

@@ -95,7 +95,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   // EndEvents() writes what is held back, the final events and the last one,
   // and ends the exchange. An exchange whose writer never began answers with
   // Respond()/Refuse() as usual (DropEvents() first).
-  std::shared_ptr<EventStream> MakeEvents(model::StreamFormat format);
+  // `keepalive_json`: the keepalive event ("": the format's own).
+  std::shared_ptr<EventStream> MakeEvents(model::StreamFormat format, std::string keepalive_json = "");
   std::shared_ptr<EventStream> events() const { return events_; }
   void BeginEvents();
   void DropEvents();

@@ -6,6 +6,7 @@
 #include "api/audit_log.h"
 #include "api/error_mapping.h"
 #include "api/metrics.h"
+#include "model/connect.h"
 #include "model/e2b.h"
 #include "model/mcp.h"
 
@@ -61,10 +62,17 @@ RouteMatch Lookup(const RouteTable& table, const RequestHead& h) { return FindRo
 
 std::optional<Refusal> Gate(const RequestGate& gate, const RequestHead& h, const RouteMatch& m) {
   if (m.path_route && m.path_route->role == Role::kOpen) return std::nullopt;
-  // A POST body must be declared JSON, except an upload's.
-  const bool json_body =
-      h.method == "POST" && h.has_body && !(m.path_route && m.path_route->body == BodyPolicy::kUpload);
+  // A POST body must be declared JSON, except an upload's and a Connect
+  // stream's (one enveloped message: application/connect+json).
+  const bool connect_stream = m.path_route && m.path_route->reply == ReplyPolicy::kConnectStream;
+  const bool json_body = h.method == "POST" && h.has_body && !connect_stream &&
+                         !(m.path_route && m.path_route->body == BodyPolicy::kUpload);
   auto refusal = gate.Check(h.method, h.host, h.origin, h.content_type, json_body);
+  if (!refusal && connect_stream && h.method == "POST" && MediaType(h.content_type) != model::kConnectStreamJson) {
+    return Refuse(model::ErrorKind::kUnsupportedMediaType,
+                  std::string("a streaming call's body is one Connect envelope, sent with 'Content-Type: ") +
+                      model::kConnectStreamJson + "'");
+  }
   if (!refusal) return std::nullopt;
   model::ErrorKind kind = refusal->status == 421   ? model::ErrorKind::kMisdirected
                           : refusal->status == 415 ? model::ErrorKind::kUnsupportedMediaType
@@ -238,7 +246,15 @@ Reply RefusalReply(Door door, const Route* shape, const model::ApiError& error,
   r.headers = std::move(er.headers);
   r.error = error;
   r.violations = violations;
-  if (shape && shape->reply == ReplyPolicy::kJsonRpc) {
+  if (shape && shape->reply == ReplyPolicy::kConnect) {
+    r.status = model::ConnectHttpStatus(model::ConnectCode(error));
+    r.body = model::ConnectErrorBody(error);
+  } else if (shape && shape->reply == ReplyPolicy::kConnectStream) {
+    // A stream's error is its end message; the status says the stream began.
+    r.status = 200;
+    r.content_type = model::kConnectStreamJson;
+    r.body = model::ConnectFrame(model::ConnectEndStream(&error), /*end_stream=*/true);
+  } else if (shape && shape->reply == ReplyPolicy::kJsonRpc) {
     // MCP's clients read JSON-RPC errors, whatever the status.
     int code = r.status == 404 ? -32001 : -32000;
     std::string message = error.message;

@@ -185,6 +185,8 @@ const char* ReplyPolicyName(ReplyPolicy r) {
     case ReplyPolicy::kSandboxBytes: return "sandbox bytes";
     case ReplyPolicy::kRun: return "run (JSON or events)";
     case ReplyPolicy::kJsonRpc: return "JSON-RPC";
+    case ReplyPolicy::kConnect: return "Connect (unary)";
+    case ReplyPolicy::kConnectStream: return "Connect (server stream)";
   }
   return "?";
 }

@@ -87,6 +87,13 @@ enum class ReplyPolicy : uint8_t {
   kSandboxBytes,  // bytes that came out of a sandbox: attachment, CSP sandbox, nosniff, streamed
   kRun,           // a run's answer: JSON, or events (NDJSON or SSE) when the client asks or the door streams
   kJsonRpc,       // MCP: JSON-RPC objects, errors included
+  // envd's Connect calls (model/connect.h): a unary call's message, or its
+  // error as Connect's {"code","message"} with Connect's status.
+  kConnect,
+  // A server-streaming Connect call: its body is one enveloped message
+  // (Content-Type application/connect+json, BodyPolicy::kJson buffers it);
+  // its answer enveloped messages, a refusal the stream's end (status 200).
+  kConnectStream,
 };
 
 // What the account phase writes besides the metrics.

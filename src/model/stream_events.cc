@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "model/connect.h"
 #include "model/json_util.h"
 
 namespace airlock::model {
@@ -94,6 +95,7 @@ const char* StreamContentType(StreamFormat format) {
   switch (format) {
     case StreamFormat::kNdjson: return "application/x-ndjson";
     case StreamFormat::kSse: return "text/event-stream; charset=utf-8";
+    case StreamFormat::kConnect: return kConnectStreamJson;
     case StreamFormat::kNone: break;
   }
   return "";
@@ -195,6 +197,7 @@ std::string StreamStatsJson(uint64_t dropped_events, uint64_t dropped_bytes) {
 }
 
 std::string FrameEvent(StreamFormat format, std::string_view type, std::string_view json_text, uint64_t seq) {
+  if (format == StreamFormat::kConnect) return ConnectFrame(json_text, type == "end_stream");
   std::string out;
   if (format == StreamFormat::kSse) {
     out.reserve(json_text.size() + type.size() + 40);

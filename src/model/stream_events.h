@@ -25,7 +25,10 @@
 
 namespace airlock::model {
 
-enum class StreamFormat { kNone, kNdjson, kSse };
+// kConnect: Connect's server-streaming framing (model/connect.h): each event
+// is one enveloped message, the end event ("end_stream") flagged as the
+// stream's end; never negotiated from Accept (the envd routes choose it).
+enum class StreamFormat { kNone, kNdjson, kSse, kConnect };
 
 // The format an `Accept` header asks for: kNdjson when it lists
 // application/x-ndjson (or application/ndjson), kSse for text/event-stream,
