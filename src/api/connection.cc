@@ -93,6 +93,7 @@ RequestHead Connection::Head() const {
   h.headers.content_type = h.content_type;
   h.headers.mcp_session = field("Mcp-Session-Id", 128);
   h.headers.mcp_version = field("MCP-Protocol-Version", 64);
+  h.headers.connect_timeout_ms = field("Connect-Timeout-Ms", 16);
   h.headers.origin = h.origin;
   return h;
 }

@@ -184,6 +184,7 @@ struct RequestHeaders {
   std::string mcp_session;   // Mcp-Session-Id
   std::string mcp_version;   // MCP-Protocol-Version
   std::string origin;        // Origin
+  std::string connect_timeout_ms;  // Connect-Timeout-Ms (envd's Connect calls: the call's deadline)
 };
 
 // A request as its handler sees it: plain data, copied to a worker thread for

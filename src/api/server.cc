@@ -20,6 +20,8 @@
 #include "api/connection.h"
 #include "api/doors.h"
 #include "api/e2b_routes.h"
+#include "api/envd_process_routes.h"
+#include "api/envd_process_routes.h"
 #include "api/mcp_routes.h"
 #include "api/run_driver.h"
 #include "api/server_state.h"
@@ -97,6 +99,7 @@ ServerState::ServerState(ServerOptions o, const service::Service& s, Authenticat
   mo.per_owner = auth.enabled();
   mcp = std::make_unique<McpSessions>(*this, mo);
   e2b = std::make_unique<E2bContexts>(*this);
+  envd = std::make_unique<EnvdProcesses>();
   ApprovalOptions ao;
   ao.max_pending = opt.max_pending_approvals;
   ao.max_depth = opt.max_json_depth;

@@ -35,6 +35,7 @@ namespace airlock::api {
 
 class Connection;
 class E2bContexts;
+class EnvdProcesses;
 class McpSessions;
 class RunDriver;
 class SessionCallDriver;
@@ -95,6 +96,7 @@ class ServerState {
   std::unique_ptr<Approvals> approvals;
   std::unique_ptr<McpSessions> mcp;
   std::unique_ptr<E2bContexts> e2b;
+  std::unique_ptr<EnvdProcesses> envd;  // the processes envd's Connect calls watch
 
   bool ready = false;       // the isolation self-test passed
   bool pools_warm = false;  // each door's default profile's pool had a warm run once (latched)

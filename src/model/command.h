@@ -28,6 +28,9 @@ inline constexpr double kCommandMaxWaitS = 300;
 
 struct CommandRequest {
   std::string cmd;  // run as /bin/bash -l -c cmd
+  // When not empty, run as is instead (envd's process.Start: a program and
+  // its arguments); argv[0] absolute or looked up in the PATH.
+  std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::string cwd;  // "" for the sandbox's working directory (/home/user)
   // Seconds until the process (and its group) is killed; 0: none. Default:

@@ -65,7 +65,7 @@ std::optional<StartedCommand> StartSessionCommand(const profile::ProfileSet& pro
   c.sandbox = mgr.OpenSandbox(id, owner, error);
   if (!c.sandbox) return std::nullopt;
   exec::ProcessRequest p;
-  p.argv = {"/bin/bash", "-l", "-c", request.cmd};
+  p.argv = request.argv.empty() ? std::vector<std::string>{"/bin/bash", "-l", "-c", request.cmd} : request.argv;
   for (const auto& [k, v] : request.env) p.env.push_back(k + "=" + v);
   if (!request.cwd.empty()) p.cwd = request.cwd;
   p.stdin_open = request.stdin_open;
