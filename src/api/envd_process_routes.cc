@@ -237,6 +237,8 @@ void Connect(const std::shared_ptr<Exchange>& ex) {
 }
 
 void List(const std::shared_ptr<Exchange>& ex) {
+  model::ApiError bad;
+  if (!model::ParseEnvdListRequest(ex->rq.body, Caps(ex->s), &bad)) return ex->Refuse(bad);
   InDefaultSandbox(
       ex,
       [&s = ex->s, owner = ex->rq.caller.name](const std::string& id) -> Reply {

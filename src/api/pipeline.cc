@@ -246,8 +246,11 @@ Reply RefusalReply(Door door, const Route* shape, const model::ApiError& error,
   r.headers = std::move(er.headers);
   r.error = error;
   r.violations = violations;
-  if (shape && shape->reply == ReplyPolicy::kConnect) {
-    r.status = model::ConnectHttpStatus(model::ConnectCode(error));
+  // A body that is not a Connect stream's is answered as Connect answers a
+  // client that does not speak it: 415, not a stream.
+  const bool not_a_stream = error.kind == model::ErrorKind::kUnsupportedMediaType;
+  if (shape && (shape->reply == ReplyPolicy::kConnect || (shape->reply == ReplyPolicy::kConnectStream && not_a_stream))) {
+    r.status = not_a_stream ? 415 : model::ConnectHttpStatus(model::ConnectCode(error));
     r.body = model::ConnectErrorBody(error);
   } else if (shape && shape->reply == ReplyPolicy::kConnectStream) {
     // A stream's error is its end message; the status says the stream began.

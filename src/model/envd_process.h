@@ -30,6 +30,8 @@ struct EnvdSelector {
 // command (its argv is cmd and args). A PTY is refused (unimplemented).
 // stdin: E2B's default for old SDKs is true; the SDKs of today send it.
 bool ParseEnvdStart(std::string_view body, const RequestCaps& caps, CommandRequest* request, ApiError* error);
+// ListRequest: a JSON object (its fields, none today, ignored); an empty body is one.
+bool ParseEnvdListRequest(std::string_view body, const RequestCaps& caps, ApiError* error);
 // ConnectRequest, CloseStdinRequest: {process: selector}.
 bool ParseEnvdSelectorRequest(std::string_view body, const RequestCaps& caps, EnvdSelector* selector,
                               ApiError* error);

@@ -172,6 +172,11 @@ bool ParseEnvdStart(std::string_view body, const RequestCaps& caps, CommandReque
   return true;
 }
 
+bool ParseEnvdListRequest(std::string_view body, const RequestCaps& caps, ApiError* error) {
+  json doc;
+  return body.empty() || Parse(body, caps, &doc, error);
+}
+
 bool ParseEnvdSelectorRequest(std::string_view body, const RequestCaps& caps, EnvdSelector* selector,
                               ApiError* error) {
   json doc;
