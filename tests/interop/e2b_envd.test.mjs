@@ -33,9 +33,9 @@ function freePort() {
   });
 }
 
-async function startServer(args) {
+async function startServer(args, env = process.env) {
   const proc = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--profiles", profiles, "--audit-log", "", ...args],
-    { stdio: ["ignore", "pipe", "pipe"] });
+    { stdio: ["ignore", "pipe", "pipe"], env });
   const s = { proc, stderr: "" };
   proc.stderr.on("data", (d) => { s.stderr += d.toString(); });
   s.base = await new Promise((resolve, reject) => {
@@ -47,9 +47,10 @@ async function startServer(args) {
     });
     proc.once("exit", (code) => reject(new Error(`airlock serve exited ${code}: ${s.stderr}`)));
   });
+  const auth = env.AIRLOCK_TOKENS ? { "X-Access-Token": env.AIRLOCK_TOKENS.split(",")[0].split(":")[1] } : {};
   for (let i = 0; i < 1200; i++) {
     try {
-      if ((await fetch(`${s.base}/readyz`)).status === 200) return s;
+      if ((await fetch(`${s.base}/readyz`, { headers: auth })).status === 200) return s;
     } catch { /* not yet */ }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -220,4 +221,57 @@ test("malformed Connect calls get Connect's errors, and the server lives on", as
   const end = JSON.parse(Buffer.from(await r.arrayBuffer()).subarray(5).toString());
   assert.equal(end.error.code, "invalid_argument", JSON.stringify(end));
   assert.equal((await sbx.commands.run("echo fine")).stdout, "fine\n");
+});
+
+test("two callers' sandboxes: neither reaches the other's processes, by pid or by tag", async () => {
+  const alice = "alice-envd-token-0123456789abcdef";
+  const bob = "bob-envd-token-0123456789abcdef0";
+  const port = await freePort();
+  const envdPort = await freePort();
+  const s = await startServer(["--e2b-listen", `127.0.0.1:${port},${envdPort}`, "--pool-size", "1"],
+    { ...process.env, AIRLOCK_TOKENS: `alice:${alice},bob:${bob}` });
+  try {
+    const url = `http://127.0.0.1:${envdPort}`;
+    const call = (token, method, msg) => fetch(`${url}/process.Process/${method}`, {
+      method: "POST", headers: { "Content-Type": "application/json", "X-Access-Token": token },
+      body: JSON.stringify(msg),
+    });
+    const start = async (token, cmd, tag) => {
+      const r = await fetch(`${url}/process.Process/Start`, {
+        method: "POST",
+        headers: { "Content-Type": "application/connect+json", "X-Access-Token": token, "Connect-Timeout-Ms": "60000" },
+        body: connectFrame({ process: { cmd: "/bin/bash", args: ["-c", cmd] }, tag }),
+      });
+      // The first envelope is the start event: its pid.
+      const reader = r.body.getReader();
+      let buf = Buffer.alloc(0);
+      while (buf.length < 5 || buf.length < 5 + buf.readUInt32BE(1)) {
+        const { value, done } = await reader.read();
+        assert.ok(!done, "the stream ended before its start event");
+        buf = Buffer.concat([buf, Buffer.from(value)]);
+      }
+      const first = JSON.parse(buf.subarray(5, 5 + buf.readUInt32BE(1)).toString());
+      assert.ok(first.event?.start, JSON.stringify(first));
+      return { pid: first.event.start.pid, reader };
+    };
+    // Without a token: 401 (Connect's unauthenticated).
+    let r = await call("", "List", {});
+    assert.equal(r.status, 401);
+    const b = await start(bob, "sleep 60", "bobs");
+    const listed = await (await call(alice, "List", {})).json();
+    assert.ok(!(listed.processes || []).some((p) => p.tag === "bobs"), JSON.stringify(listed));
+    // Alice names bob's tag: not found in her sandbox.
+    r = await call(alice, "SendSignal", { process: { tag: "bobs" }, signal: "SIGNAL_SIGKILL" });
+    assert.equal((await r.json()).code, "not_found");
+    // Alice names bob's pid: at most a process of her own by that number, never his.
+    r = await call(alice, "SendSignal", { process: { pid: b.pid }, signal: "SIGNAL_SIGKILL" });
+    assert.ok([200, 404].includes(r.status), `${r.status}`);
+    const bobs = await (await call(bob, "List", {})).json();
+    assert.ok(bobs.processes.some((p) => p.pid === b.pid && p.tag === "bobs"), JSON.stringify(bobs));
+    await call(bob, "SendSignal", { process: { pid: b.pid }, signal: "SIGNAL_SIGKILL" });
+    await b.reader.cancel();
+  } finally {
+    s.proc.kill("SIGTERM");
+    await new Promise((r) => (s.proc.exitCode !== null ? r() : s.proc.once("exit", r)));
+  }
 });
