@@ -135,10 +135,15 @@ void StartSessionCall(ServerState& s, SessionCall call, SessionCallDriver::Forma
   };
   auto begin = [&s](const SessionCall& c) {
     Begun b;
-    b.pending = s.session_mgr->BeginCall(c.session_id, c.owner, c.request, c.request_id, c.hooks, &b.refused);
+    b.pending = c.context_id.empty()
+                    ? s.session_mgr->BeginCall(c.session_id, c.owner, c.request, c.request_id, c.hooks, &b.refused)
+                    : s.session_mgr->BeginCallIn(c.session_id, c.owner, c.context_id, c.request, c.request_id,
+                                                 c.hooks, &b.refused);
     return b;
   };
-  auto go = [&s, id = call.session_id, format = std::move(format), done = std::move(done),
+  const std::string cancel_key =
+      call.context_id.empty() ? call.session_id : session::SessionManager::CallKey(call.session_id, call.context_id);
+  auto go = [&s, id = cancel_key, format = std::move(format), done = std::move(done),
              gone = std::move(gone)](Begun b) mutable {
     if (!b.pending) return done(false, std::move(b.refused), Reply());
     auto driver = std::make_shared<SessionCallDriver>(

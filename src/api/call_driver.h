@@ -79,6 +79,10 @@ struct SessionCall {
   std::string request_id;
   model::ExecuteRequest request;
   session::CallHooks hooks;
+  // A context of the session (POST /v1/sessions/{id}/contexts/{ctx}/execute,
+  // an E2B context made with createCodeContext); "": the session's own route
+  // (its main interpreter, or its default context of request.language).
+  std::string context_id;
 };
 
 // Begins `call` (its code analyzed on the loop when small, on a worker when

@@ -3,6 +3,7 @@
 #include "api/approval_routes.h"
 #include "api/command_routes.h"
 #include "api/console_routes.h"
+#include "api/context_routes.h"
 #include "api/e2b_routes.h"
 #include "api/envd_process_routes.h"
 #include "api/mcp_routes.h"
@@ -14,7 +15,7 @@ namespace airlock::api {
 RouteTable ApiRouteTable() {
   RouteTable t;
   t.door = "api";
-  for (auto part : {RestRoutes::Table(), SessionRoutes::Table(), CommandRoutes::Table(), ApprovalRoutes::Table(), McpSessions::Table(),
+  for (auto part : {RestRoutes::Table(), SessionRoutes::Table(), CommandRoutes::Table(), ContextRoutes::Table(), ApprovalRoutes::Table(), McpSessions::Table(),
                     ConsoleRoutes::Table()}) {
     for (Route& r : part) t.routes.push_back(r);
   }

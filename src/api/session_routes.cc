@@ -113,8 +113,6 @@ Reply Restart(ServerState& s, const Request& rq) {
   return v ? JsonReply(200, model::SessionToJson(*v)) : RefusalFor(rq, error);
 }
 
-void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest request);
-
 // One call, fed from the loop; streamed when the client asks (the response
 // begins when the call starts running: refusals before that are plain JSON
 // answers with their status, as for /v1/execute).
@@ -126,10 +124,12 @@ void Call(const std::shared_ptr<Exchange>& ex) {
       [caps = Caps(s)](const std::string& body, model::ExecuteRequest* request, model::ApiError* error) {
         return model::ParseSessionExecuteRequest(body, caps, request, error);
       },
-      [ex](model::ExecuteRequest request) { CallParsed(ex, std::move(request)); });
+      [ex](model::ExecuteRequest request) { CallSession(ex, "", std::move(request)); });
 }
 
-void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest request) {
+}  // namespace
+
+void CallSession(const std::shared_ptr<Exchange>& ex, std::string context_id, model::ExecuteRequest request) {
   ServerState& s = ex->s;
   const model::StreamFormat format = model::NegotiateStreamFormat(ex->rq.headers.accept);
   request.stream_output = format != model::StreamFormat::kNone;
@@ -137,9 +137,10 @@ void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest reque
   if (request.stream_output) hooks = StreamingHooks(ex, format);
   std::weak_ptr<Exchange> weak = ex;
   const std::string id = ex->rq.param;
-  ex->WatchDisconnect([&s, id] { s.session_mgr->Cancel(id, "the client disconnected"); });
+  const std::string key = context_id.empty() ? id : session::SessionManager::CallKey(id, context_id);
+  ex->WatchDisconnect([&s, key] { s.session_mgr->Cancel(key, "the client disconnected"); });
   StartSessionCall(
-      s, {id, ex->rq.caller.name, ex->rq.id, std::move(request), std::move(hooks)},
+      s, {id, ex->rq.caller.name, ex->rq.id, std::move(request), std::move(hooks), std::move(context_id)},
       [](const session::CallReply& c) {
         Reply r = JsonReply(200, model::SessionExecuteToJson(c.response, c.call));
         r.final_events = model::FinalEvents(c.response);
@@ -162,6 +163,8 @@ void CallParsed(const std::shared_ptr<Exchange>& ex, model::ExecuteRequest reque
         return !e || e->gone();
       });
 }
+
+namespace {
 
 // ---------------------------------------------------------------------------
 // The files, resolved beneath the session's working directory with no

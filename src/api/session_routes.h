@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@
 
 namespace airlock::api {
 
+class Exchange;
 class ServerState;
 
 class SessionRoutes {
@@ -46,6 +48,11 @@ class SessionRoutes {
 // on the loop. A request that names no profile gets `door`'s default.
 void CreateSessionFromLoop(ServerState& s, std::string owner, model::SessionCreateRequest request,
                            profile::Door door, int tries, std::function<void(session::Created)> done);
+
+// A call in session rq.param (its owner checked), fed from the loop: in
+// context `context_id` ("" for the session's own route), streamed when the
+// client asks. The exchange is answered (or refused) when it ends.
+void CallSession(const std::shared_ptr<Exchange>& ex, std::string context_id, model::ExecuteRequest request);
 
 // Whether `id` looks like a session id (s1-<8 hex>-<32 hex>).
 bool IsSessionId(std::string_view id);

@@ -299,18 +299,30 @@ CallReply SessionManager::ExecuteIn(const std::string& id, const std::string& ow
                                     const model::ExecuteRequest& request, const std::string& request_id,
                                     const CallHooks& hooks) {
   CallReply reply;
+  std::unique_ptr<PendingCall> pending = BeginCallIn(id, owner, context_id, request, request_id, hooks, &reply);
+  if (!pending) return reply;
+  pending->call().WaitDone();
+  return FinishCall(std::move(pending));
+}
+
+std::unique_ptr<PendingCall> SessionManager::BeginCallIn(const std::string& id, const std::string& owner,
+                                                         const std::string& context_id,
+                                                         const model::ExecuteRequest& request,
+                                                         const std::string& request_id, const CallHooks& hooks,
+                                                         CallReply* refused) {
+  CallReply& reply = *refused;
   std::shared_ptr<Entry> e;
   std::shared_ptr<Context> c;
   model::ExecuteRequest req = request;
   {
     std::lock_guard<std::mutex> lock(mu_);
     e = FindContextLocked(id, owner, context_id, &c, &reply.error);
-    if (!e) return reply;
+    if (!e) return nullptr;
     // One call at a time per context; calls in different contexts run side
     // by side (the main one's is the session's own route's).
     if (c->main ? e->busy : e->busy_contexts.count(c->id) > 0) {
       reply.error = ContextBusy();
-      return reply;
+      return nullptr;
     }
     if (c->main) {
       e->busy = true;
@@ -323,11 +335,7 @@ CallReply SessionManager::ExecuteIn(const std::string& id, const std::string& ow
   req.profile = e->profile;
   req.limits = e->base.limits;
   req.language = std::string(profile::LanguageName(c->language));
-  std::unique_ptr<PendingCall> pending =
-      Launch(e, c, /*holds_session=*/false, req, svc_.Prepare(req, request_id), hooks, &reply);
-  if (!pending) return reply;
-  pending->call().WaitDone();
-  return FinishCall(std::move(pending));
+  return Launch(e, c, /*holds_session=*/false, req, svc_.Prepare(req, request_id), hooks, &reply);
 }
 
 }  // namespace airlock::session

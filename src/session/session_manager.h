@@ -185,6 +185,11 @@ class SessionManager {
   // different contexts run side by side.
   CallReply ExecuteIn(const std::string& id, const std::string& owner, const std::string& context_id,
                       const model::ExecuteRequest& request, const std::string& request_id, const CallHooks& hooks);
+  // ExecuteIn's first half, for a loop-fed call (as BeginCall): nullptr with
+  // *refused set when the call does not run.
+  std::unique_ptr<PendingCall> BeginCallIn(const std::string& id, const std::string& owner,
+                                           const std::string& context_id, const model::ExecuteRequest& request,
+                                           const std::string& request_id, const CallHooks& hooks, CallReply* refused);
   std::optional<model::SessionView> Get(const std::string& id, const std::string& owner, model::ApiError* error);
   std::vector<model::SessionView> List(const std::string& owner);
   bool Delete(const std::string& id, const std::string& owner, model::ApiError* error);
