@@ -103,14 +103,19 @@ Reply FinishedCall(const session::CallReply& call) {
 }
 
 // `request` has the code and this execution's env_vars.
-void Call(const std::shared_ptr<Exchange>& ex, const std::string& id, model::ExecuteRequest request) {
+// `context`: a context made by POST /contexts ("": the session's interpreter
+// of request.language).
+void Call(const std::shared_ptr<Exchange>& ex, const std::string& id, model::ExecuteRequest request,
+          std::string context = "") {
   ServerState& s = ex->s;
   request.stream_output = true;
   session::CallHooks hooks = StreamingHooks(ex, model::StreamFormat::kNdjson);
   std::weak_ptr<Exchange> weak = ex;
-  ex->WatchDisconnect([&s, id] { s.session_mgr->Cancel(id, "the client disconnected"); });
+  const std::string key = context.empty() ? id : session::SessionManager::CallKey(id, context);
+  ex->WatchDisconnect([&s, key] { s.session_mgr->Cancel(key, "the client disconnected"); });
   StartSessionCall(
-      s, {id, ex->rq.caller.name, ex->rq.id, std::move(request), std::move(hooks)}, &FinishedCall,
+      s, {id, ex->rq.caller.name, ex->rq.id, std::move(request), std::move(hooks), std::move(context)},
+      &FinishedCall,
       [ex, id](bool ran, session::CallReply call, Reply reply) {
         ex->RecordCode(call.profile, call.code_sha256, call.code_bytes);
         if (!ran && call.kind == session::CallReply::Kind::kRejected) {
@@ -179,7 +184,9 @@ void ExecuteParsed(const std::shared_ptr<Exchange>& ex, model::E2bExecuteRequest
   if (req.context_id) {
     if (s.e2b->Owner(*req.context_id, ex->rq.caller.name)) return ex->Refuse(ContextNotFound(*req.context_id));
     const E2bContexts::Context* c = s.e2b->Find(*req.context_id);
-    // A session call in the context's language (the session's own for Python).
+    // A context of its own: a call in that interpreter.
+    if (!c->context.empty()) return Call(ex, c->session, std::move(request), c->context);
+    // A default context: a session call in its language (the session's own for Python).
     if (c->language != "python") request.language = c->language;
     return Call(ex, c->session, std::move(request));
   }
@@ -209,26 +216,30 @@ void NewContext(const std::shared_ptr<Exchange>& ex) {
   model::ApiError error;
   if (!model::ParseE2bContextRequest(ex->rq.body, Caps(s), &req, &error)) return ex->Refuse(error);
   if (req.language && !KnownLanguage(*req.language)) return ex->Refuse(UnknownLanguage(*req.language));
-  // The sandbox has one working directory, /home/user.
-  if (req.cwd && *req.cwd != "/home/user" && *req.cwd != "/home/user/") {
-    return ex->Refuse({model::ErrorKind::kBadRequest,
-                       "cwd '" + req.cwd->substr(0, 200) + "' is not supported: a context's working directory is /home/user",
-                       ""});
-  }
   s.e2b->Prune();
-  const std::string language = model::NormalizeLanguage(req.language.value_or("python"));
-  if (language != "python") {
-    // The default sandbox's interpreter of that language (started on its first call).
-    return s.e2b->OfLanguage(ex->rq.caller.name, language, [ex, language](std::optional<std::string> id,
-                                                                          model::ApiError why) {
-      if (!id) return ex->Refuse(why);
-      ex->Respond(JsonReply(200, model::E2bContextToJson({*id, language, "/home/user"})));
-    });
+  model::ContextCreateRequest create;
+  create.language = model::NormalizeLanguage(req.language.value_or("python"));
+  if (req.cwd && !req.cwd->empty()) {
+    create.cwd = *req.cwd;
+    while (create.cwd.size() > 1 && create.cwd.back() == '/') create.cwd.pop_back();
   }
-  CreateSessionFromLoop(s, ex->rq.caller.name, ContextSession(s), profile::Door::kE2b, kCreateTries, [ex](session::Created made) {
-    if (!made.ok) return ex->Refuse(made.error);
-    ex->s.e2b->Add(made.view.id, ex->rq.caller.name);
-    ex->Respond(JsonReply(200, model::E2bContextToJson({made.view.id, "python", "/home/user"})));
+  // A new interpreter in the caller's default sandbox: its files are the
+  // other contexts' (a cwd must be one of the sandbox's directories).
+  s.e2b->Default(ex->rq.caller.name, [ex, create](std::optional<std::string> id, model::ApiError why) {
+    if (!id) return ex->Refuse(why);
+    ex->OnWorker(
+        [&s = ex->s, session = *id, owner = ex->rq.caller.name, create] {
+          model::ApiError e;
+          auto v = s.session_mgr->CreateContext(session, owner, create, &e);
+          return std::make_pair(v, e);
+        },
+        [ex, session = *id](std::pair<std::optional<model::ContextView>, model::ApiError> made) {
+          if (!made.first) return ex->Refuse(made.second);
+          const model::ContextView& v = *made.first;
+          const std::string context_id = session + "-" + v.id;
+          ex->s.e2b->AddContext(context_id, ex->rq.caller.name, session, v.language, v.cwd, v.id);
+          ex->Respond(JsonReply(200, model::E2bContextToJson({context_id, v.language, v.cwd})));
+        });
   });
 }
 
@@ -271,12 +282,33 @@ void ListPage(const std::shared_ptr<Exchange>& ex, const PageRequest& page) {
 // another language than Python shares its session's).
 Reply RestartContext(ServerState& s, const Request& rq) {
   model::ApiError error;
-  if (!s.session_mgr->Restart(SessionOfContext(rq.param), rq.caller.name, &error)) return RefusalFor(rq, error);
+  const std::string context = s.e2b->ContextIdOf(rq.param);
+  const bool done = context.empty() ? s.session_mgr->Restart(SessionOfContext(rq.param), rq.caller.name, &error).has_value()
+                                    : s.session_mgr->RestartContext(SessionOfContext(rq.param), rq.caller.name,
+                                                                    context, &error)
+                                          .has_value();
+  if (!done) return RefusalFor(rq, error);
   return JsonReply(204, "");
 }
 
 void DeleteContext(const std::shared_ptr<Exchange>& ex) {
   const std::string session = SessionOfContext(ex->rq.param);
+  if (std::string context = ex->s.e2b->ContextIdOf(ex->rq.param); !context.empty()) {
+    // A context of its own: its interpreter ends.
+    ex->s.e2b->Forget(ex->rq.param);
+    return ex->OnWorker(
+        [&s = ex->s, session, owner = ex->rq.caller.name, context] {
+          model::ApiError error;
+          bool deleted = s.session_mgr->DeleteContext(session, owner, context, &error);
+          return std::make_pair(deleted || error.kind == model::ErrorKind::kGone ||
+                                    error.kind == model::ErrorKind::kNotFound,
+                                error);
+        },
+        [ex](std::pair<bool, model::ApiError> r) {
+          if (!r.first) return ex->Refuse(r.second);
+          ex->Respond(JsonReply(204, ""));
+        });
+  }
   if (session != ex->rq.param) {
     // A context of another language: no longer listed (its interpreter ends
     // with its session).
@@ -441,6 +473,18 @@ std::optional<model::ApiError> E2bContexts::Owner(const std::string& id, const s
   auto it = IsContextId(id) ? contexts_.find(id) : contexts_.end();
   if (it == contexts_.end() || it->second.owner != owner) return ContextNotFound(id);
   return std::nullopt;
+}
+
+void E2bContexts::AddContext(const std::string& id, const std::string& owner, const std::string& session,
+                             const std::string& language, const std::string& cwd, const std::string& context) {
+  Context c{owner, session, language, cwd};
+  c.context = context;
+  Put(id, std::move(c));
+}
+
+std::string E2bContexts::ContextIdOf(const std::string& id) const {
+  const Context* c = Find(id);
+  return c == nullptr ? "" : c->context;
 }
 
 const E2bContexts::Context* E2bContexts::Find(const std::string& id) const {

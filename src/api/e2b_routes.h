@@ -7,21 +7,24 @@
 //
 //   POST   /execute                  {code, context_id?, language?, env_vars?} -> NDJSON lines (driver)
 //                                    language: python, javascript (js), typescript (ts), r, java, bash
-//   POST   /contexts                 {language?, cwd?} -> {id, language, cwd}           (driver)
+//   POST   /contexts                 {language?, cwd?} -> {id, language, cwd}: a new      (driver)
+//                                    interpreter in the default sandbox
 //   GET    /contexts[?limit&cursor]  [{id, language, cwd}] (X-Next-Cursor on a page)     (loop)
-//   POST   /contexts/{id}/restart    a fresh interpreter (its files are dropped)         (worker)
+//   POST   /contexts/{id}/restart    a fresh interpreter (files kept)                    (worker)
 //   DELETE /contexts/{id}                                                                (driver)
 //   GET    /files?path=P             the file's bytes, streamed (sandbox bytes)          (driver)
 //   POST   /files?path=P             multipart/form-data field "file" (or a raw
 //                                    application/octet-stream body), streamed to the
 //                                    files as it arrives -> [{path, name, type}]         (driver, upload)
 //
-// A Python context is a session of --e2b-profile; its id is the session's id.
-// Each owner (token name, "" without tokens) gets a default session, made on
-// first use, with its default contexts python and javascript; a context of
-// another language is that session's interpreter of the language (sessions in
-// six languages, docs/api.md), in the same sandbox; /files reads and writes
-// that sandbox's /home/user. Making a context waits for a
+// Each owner (token name, "" without tokens) gets a default sandbox: a
+// session of --e2b-profile, made on first use, whose interpreters of python
+// (the session's own; the context id is the session's) and javascript are its
+// default contexts, and whose other languages' default interpreters serve
+// runCode({language}). A context made with POST /contexts is a new
+// interpreter of that sandbox (the session's contexts, docs/api.md:
+// "<session id>-<context id>"), so every context, /files and envd's calls
+// share one /home/user, as E2B's share one sandbox. Making a context waits for a
 // warm run (retried from the loop while none is ready: no thread sleeps, no
 // lock is held); the calls are session calls fed from the loop.
 #pragma once
@@ -59,6 +62,10 @@ class E2bContexts {
     // E2B's default contexts (python and javascript of the default sandbox),
     // listed first: E2B's exist from the sandbox's start, before any made.
     bool is_default = false;
+    // A context made by POST /contexts: its interpreter in the default
+    // sandbox (SessionManager's context id); "": the session's own
+    // interpreter of `language` (the default contexts).
+    std::string context;
   };
   using Made = std::function<void(std::optional<std::string> id, model::ApiError error)>;
 
@@ -76,7 +83,11 @@ class E2bContexts {
   // The owner's context of `language` in its default session (made when it
   // has none): `done` with the context's id.
   void OfLanguage(const std::string& owner, const std::string& language, Made done);
-  void Add(const std::string& id, const std::string& owner) { Put(id, Context{owner, id}); }
+  // A context made by POST /contexts: interpreter `context` of `session`.
+  void AddContext(const std::string& id, const std::string& owner, const std::string& session,
+                  const std::string& language, const std::string& cwd, const std::string& context);
+  // Its session context id ("" for a default context, or none).
+  std::string ContextIdOf(const std::string& id) const;
   const Context* Find(const std::string& id) const;
   void Forget(const std::string& id);
   // Every context of a session that ended.

@@ -250,6 +250,29 @@ test("createCodeContext + runCode({context}) keeps its own state apart", async (
   await assert.rejects(sbx.runCode("1", { context: ctx }), /not found/i);
 });
 
+// `general` (the second server): a context made with createCodeContext is a
+// new interpreter in the caller's sandbox, so it shares /home/user.
+test("a created context shares the sandbox's files; a second one of a language may work in /tmp", async () => {
+  const ctx = await k.createCodeContext();
+  await k.runCode("y = 1\nopen('from_ctx.txt', 'w').write('shared')", { context: ctx });
+  assert.equal((await k.runCode("open('from_ctx.txt').read()")).text, "shared");
+  assert.equal(await k.files.read("/home/user/from_ctx.txt"), "shared");
+  assert.equal((await k.runCode("y")).error?.name, "NameError");
+  const tmp = await k.createCodeContext({ language: "python", cwd: "/tmp" });
+  assert.notEqual(tmp.id, ctx.id);
+  assert.equal(tmp.cwd, "/tmp");
+  assert.equal((await k.runCode("import os; os.getcwd()", { context: tmp })).text, "/tmp");
+  const js = await k.createCodeContext({ language: "js" });
+  assert.equal(js.language, "javascript");
+  assert.equal((await k.runCode("require('fs').readFileSync('/home/user/from_ctx.txt', 'utf8')", { context: js })).text,
+    "shared");
+  // A directory the sandbox does not have (the host's /root) is refused, not made.
+  await assert.rejects(k.createCodeContext({ cwd: "/root" }), /400/);
+  for (const c of [ctx, tmp, js]) await k.removeCodeContext(c);
+  const listed = (await k.listCodeContexts()).map((c) => c.id);
+  assert.ok(![ctx.id, tmp.id, js.id].some((id) => listed.includes(id)), JSON.stringify(listed));
+});
+
 test("files.write then the code reads the file", async () => {
   const info = await sbx.files.write("/home/user/data/input.csv", "a,b\n1,2\n3,4\n");
   assert.equal(info.path, "/home/user/data/input.csv");
