@@ -4,16 +4,18 @@ next to an HTTP round trip that starts no process, on one server, one keep-alive
 per kind, interleaved call by call in a rotating order (so a load drift hits all alike).
 
   health    GET /health on envd's port: the HTTP round trip, no process, no sandbox
-  create    POST /contexts (a Python context: a new session, i.e. a sandbox with its
-            interpreter), then DELETE /contexts/{id} (not timed)
+  create    POST /v1/sessions (a new sandbox with its Python interpreter, handed over from the
+            warm pool: what an E2B sandbox is here), then DELETE it (not timed)
+  context   POST /contexts (createCodeContext(): a new Python interpreter started inside the
+            caller's sandbox), then DELETE /contexts/{id} (not timed)
   command   envd's process.Process/Start of `echo hi` over Connect (what commands.run('echo hi')
             sends), read to the end of its stream: a process started by the sandbox's init
   cell      POST /execute `x = 1` in the live default context (runCode)
 
 Latency from just before the request is written to when the whole answer is read.
 
-    airlock serve --e2b-listen 127.0.0.1:49899,49883 --listen 127.0.0.1:0 --audit-log '' &
-    bench/e2b_sandbox.py --e2b http://127.0.0.1:49899 -n 100 --json out.json
+    airlock serve --e2b-listen 127.0.0.1:49899,49883 --listen 127.0.0.1:8000 --audit-log '' &
+    bench/e2b_sandbox.py --url http://127.0.0.1:8000 --e2b http://127.0.0.1:49899 -n 100 --json out.json
 """
 
 import argparse
@@ -63,20 +65,27 @@ def frames(data):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--url", default="http://127.0.0.1:8000")
     ap.add_argument("--e2b", default="http://127.0.0.1:49999")
     ap.add_argument("-n", type=int, default=100)
     ap.add_argument("--json", help="write the numbers here")
     a = ap.parse_args()
 
     jh = {"Content-Type": "application/json"}
-    kinds = {k: conn(a.e2b) for k in ("health", "create", "command", "cell")}
-    extra = conn(a.e2b)
+    kinds = {k: conn(a.e2b) for k in ("health", "context", "command", "cell")}
+    kinds["create"] = conn(a.url)
+    extra, api_extra = conn(a.e2b), conn(a.url)
 
     def health():
         return timed(kinds["health"], "GET", "/health")[0]
 
     def create():
-        ms, data = timed(kinds["create"], "POST", "/contexts", json.dumps({"language": "python"}), jh)
+        ms, data = timed(kinds["create"], "POST", "/v1/sessions", json.dumps({}), jh)
+        timed(api_extra, "DELETE", "/v1/sessions/" + json.loads(data)["id"])
+        return ms
+
+    def context():
+        ms, data = timed(kinds["context"], "POST", "/contexts", json.dumps({"language": "python"}), jh)
         timed(extra, "DELETE", "/contexts/" + json.loads(data)["id"])
         return ms
 
@@ -95,7 +104,7 @@ def main():
             sys.exit(f"cell: {data[:300]!r}")
         return ms
 
-    order = [health, create, command, cell]
+    order = [health, create, context, command, cell]
     for f in order:  # warm every path (the default context is made by the first cell)
         f()
     cell()
