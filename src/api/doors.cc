@@ -4,6 +4,7 @@
 #include "api/command_routes.h"
 #include "api/console_routes.h"
 #include "api/e2b_routes.h"
+#include "api/envd_filesystem_routes.h"
 #include "api/mcp_routes.h"
 #include "api/rest_routes.h"
 #include "api/session_routes.h"
@@ -25,6 +26,7 @@ RouteTable E2bRouteTable() {
   t.door = "e2b";
   t.label_prefix = "e2b:";
   t.routes = E2bContexts::Table();
+  for (Route& r : EnvdFilesystemRoutes::Table()) t.routes.push_back(r);
   return t;
 }
 

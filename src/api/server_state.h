@@ -35,6 +35,7 @@ namespace airlock::api {
 
 class Connection;
 class E2bContexts;
+class EnvdWatchers;
 class McpSessions;
 class RunDriver;
 class SessionCallDriver;
@@ -95,6 +96,8 @@ class ServerState {
   std::unique_ptr<Approvals> approvals;
   std::unique_ptr<McpSessions> mcp;
   std::unique_ptr<E2bContexts> e2b;
+  // envd's polling watchers (api/envd_watch.h), made on first use.
+  std::shared_ptr<EnvdWatchers> envd_watchers;
 
   bool ready = false;       // the isolation self-test passed
   bool pools_warm = false;  // each door's default profile's pool had a warm run once (latched)

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 
+#include "isolation/beneath.h"
 #include "isolation/sandbox.h"
 
 #ifndef SYS_openat2
@@ -22,11 +23,8 @@
 #endif
 
 namespace airlock::isolation {
-namespace {
-
-// Beneath the root, no symlink of any kind anywhere in the path, no other mount.
-constexpr uint64_t kResolveBeneath =
-    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+// The beneath-only primitives (isolation/beneath.h), shared with sandbox_fs.cc.
+namespace beneath {
 
 // openat2 fails with EAGAIN when a concurrent rename or mount elsewhere on the
 // system might have let the walk escape; the kernel asks us to retry.
@@ -81,7 +79,7 @@ Status PathError(std::string_view op, std::string_view path, int err) {
 // openat2(dirfd, path) with the beneath-only rules and O_CLOEXEC (and
 // O_NOCTTY) added; `shown` names the path in errors.
 StatusOr<UniqueFd> OpenBeneath(int dirfd, const std::string& path, uint64_t flags, std::string_view shown,
-                               uint64_t resolve = kResolveBeneath) {
+                               uint64_t resolve) {
   struct open_how how;
   std::memset(&how, 0, sizeof how);
   // openat2 refuses (EINVAL) flags that mean nothing with O_PATH, like O_NOCTTY.
@@ -159,6 +157,12 @@ StatusOr<UniqueFd> OpenParent(int root, std::string_view path, bool make_parents
   }
   return cur;
 }
+
+}  // namespace beneath
+
+using namespace beneath;  // NOLINT: this file is their home
+
+namespace {
 
 // A random temporary name for an upload (the sandbox may have planted any
 // name; O_EXCL refuses what exists and a new random name is tried).
