@@ -165,7 +165,9 @@ void ListDir(const std::shared_ptr<Exchange>& ex) {
 
 void Remove(const std::shared_ptr<Exchange>& ex) {
   OnePath(ex, [](int root, const std::string& rel, const Request& rq) {
-    if (Status st = isolation::RemoveSandboxTree(root, rel, kMaxRemoveEntries); !st.ok()) {
+    // Nothing there is done, as envd's (os.RemoveAll) says.
+    if (Status st = isolation::RemoveSandboxTree(root, rel, kMaxRemoveEntries);
+        !st.ok() && st.code() != ErrorCode::kNotFound) {
       return RefusalFor(rq, FsError(st));
     }
     return JsonReply(200, "{}");

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <linux/openat2.h>
+#include <sys/fsuid.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -24,6 +25,10 @@ namespace airlock::isolation::beneath {
 // Beneath the root, no symlink of any kind anywhere in the path, no other mount.
 inline constexpr uint64_t kResolveBeneath =
     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+
+// The name prefix of an upload's temporary file (sandbox_files.cc): a
+// watch does not report those, only the rename that completes the upload.
+inline constexpr std::string_view kUploadTempPrefix = ".airlock-upload-";
 
 // A path's name in messages: quoted, escaped (EscapeSandboxPath).
 std::string Shown(std::string_view path);
@@ -44,5 +49,29 @@ std::pair<std::string, std::string> SplitParent(std::string_view path);
 // (mode 0755, owned by uid:gid) when make_parents, each component resolved
 // from the one before with the beneath-only rules.
 StatusOr<UniqueFd> OpenParent(int root, std::string_view path, bool make_parents, uid_t uid, gid_t gid);
+
+// The calling thread's file-system identity (setfsuid/setfsgid are per
+// thread) set to the sandbox user's for a scope: what is created is made by
+// that user, with that user's permissions and none of ours. Needed, not only
+// polite: a sandbox's tmpfs belongs to its user namespace, where the server's
+// own uid is not mapped, so an inode the server made as itself could not be
+// given an owner there (EOVERFLOW).
+class AsSandboxUser {
+ public:
+  AsSandboxUser(uid_t uid, gid_t gid) {
+    old_gid_ = static_cast<gid_t>(::setfsgid(gid));
+    old_uid_ = static_cast<uid_t>(::setfsuid(uid));
+  }
+  ~AsSandboxUser() {
+    ::setfsuid(old_uid_);
+    ::setfsgid(old_gid_);
+  }
+  AsSandboxUser(const AsSandboxUser&) = delete;
+  AsSandboxUser& operator=(const AsSandboxUser&) = delete;
+
+ private:
+  uid_t old_uid_;
+  gid_t old_gid_;
+};
 
 }  // namespace airlock::isolation::beneath

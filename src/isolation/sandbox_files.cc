@@ -173,7 +173,7 @@ std::string TempName() {
     std::memcpy(r, &t, sizeof r);
   }
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string s = ".airlock-upload-";
+  std::string s(kUploadTempPrefix);
   for (unsigned char c : r) {
     s += kHex[c >> 4];
     s += kHex[c & 15];
@@ -276,30 +276,6 @@ StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t m
   out.resize(got);
   return out;
 }
-
-// The calling thread's file-system identity (setfsuid/setfsgid are per
-// thread) set to the sandbox user's for a scope: what is created is made by
-// that user, with that user's permissions and none of ours. Needed, not only
-// polite: a sandbox's tmpfs belongs to its user namespace, where the server's
-// own uid is not mapped, so an inode the server made as itself could not be
-// given an owner there (EOVERFLOW).
-class AsSandboxUser {
- public:
-  AsSandboxUser(uid_t uid, gid_t gid) {
-    old_gid_ = static_cast<gid_t>(::setfsgid(gid));
-    old_uid_ = static_cast<uid_t>(::setfsuid(uid));
-  }
-  ~AsSandboxUser() {
-    ::setfsuid(old_uid_);
-    ::setfsgid(old_gid_);
-  }
-  AsSandboxUser(const AsSandboxUser&) = delete;
-  AsSandboxUser& operator=(const AsSandboxUser&) = delete;
-
- private:
-  uid_t old_uid_;
-  gid_t old_gid_;
-};
 
 SandboxFileWriter::~SandboxFileWriter() { Abort(); }
 

@@ -17,6 +17,7 @@
 namespace airlock::isolation {
 namespace {
 
+using beneath::AsSandboxUser;
 using beneath::OpenBeneath;
 using beneath::PathError;
 using beneath::Shown;
@@ -237,6 +238,8 @@ Status MakeSandboxDir(int root, std::string_view path, bool* created) {
   *created = false;
   RETURN_IF_ERROR(CheckSandboxPath(path));
   ASSIGN_OR_RETURN(Owners owners, RootOwners(root));
+  // As the sandbox's user: its permissions, and an owner its namespace maps.
+  AsSandboxUser as_user(owners.uid, owners.gid);
   ASSIGN_OR_RETURN(UniqueFd parent, beneath::OpenParent(root, path, /*make_parents=*/true, owners.uid, owners.gid));
   const std::string leaf = SplitParent(path).second;
   if (::mkdirat(parent.get(), leaf.c_str(), 0755) != 0) {
@@ -259,6 +262,7 @@ StatusOr<FsEntry> MoveSandboxEntry(int root, std::string_view from, std::string_
   RETURN_IF_ERROR(CheckSandboxPath(from));
   RETURN_IF_ERROR(CheckSandboxPath(to));
   ASSIGN_OR_RETURN(Owners owners, RootOwners(root));
+  AsSandboxUser as_user(owners.uid, owners.gid);
   ASSIGN_OR_RETURN(Located src, Locate(root, from));
   struct stat st;
   if (::fstatat(src.parent.get(), src.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -279,6 +283,7 @@ Status RemoveSandboxTree(int root, std::string_view path, size_t max_entries) {
   ASSIGN_OR_RETURN(Located l, Locate(root, path));
   struct stat rst;
   if (::fstat(root, &rst) != 0) return PathError("fstat", ".", errno);
+  AsSandboxUser as_user(rst.st_uid, rst.st_gid);
   size_t budget = max_entries;
   return RemoveAt(l.parent.get(), l.leaf, std::string(path), rst.st_dev, 0, &budget);
 }
@@ -289,15 +294,27 @@ StatusOr<std::vector<FsEntry>> ListSandboxEntries(int root, std::string_view dir
                            std::to_string(kMaxListDepth));
   }
   ASSIGN_OR_RETURN(Owners owners, RootOwners(root));
-  if (!dir.empty()) RETURN_IF_ERROR(CheckSandboxPath(dir));
-  const std::string d = dir.empty() ? "." : std::string(dir);
-  ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneath(root, d, O_PATH | O_DIRECTORY | O_NOFOLLOW, d));
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenSandboxDir(root, dir));
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return PathError("fstat", d, errno);
+  if (::fstat(fd.get(), &st) != 0) return PathError("fstat", dir, errno);
   Lister w{depth, max_entries, st.st_dev, owners, {}};
   RETURN_IF_ERROR(w.Walk(fd.get(), std::string(dir), 0));
   std::sort(w.out.begin(), w.out.end(), [](const FsEntry& a, const FsEntry& b) { return a.path < b.path; });
   return std::move(w.out);
+}
+
+StatusOr<UniqueFd> OpenSandboxDir(int root, std::string_view dir) {
+  if (!dir.empty()) RETURN_IF_ERROR(CheckSandboxPath(dir));
+  const std::string d = dir.empty() ? "." : std::string(dir);
+  auto fd = OpenBeneath(root, d, O_PATH | O_DIRECTORY | O_NOFOLLOW, d);
+  if (fd.ok() || fd.status().sys_errno() != ENOTDIR) return fd;
+  // O_NOFOLLOW | O_DIRECTORY on a symlink says ENOTDIR: say what is there.
+  auto e = StatSandboxEntry(root, dir);
+  if (e.ok() && e->type == FsType::kSymlink) {
+    return Status(ErrorCode::kFailedPrecondition, Shown(dir) + " is a symbolic link, which is never followed");
+  }
+  if (e.ok()) return Status(ErrorCode::kFailedPrecondition, Shown(dir) + " is a file, not a directory");
+  return fd;
 }
 
 std::string JoinSymlinkTarget(std::string_view link_dir, std::string_view target) {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace airlock::isolation {
 
@@ -86,6 +87,10 @@ Status RemoveSandboxTree(int root, std::string_view path, size_t max_entries);
 // than kMaxListDepth; ResourceExhausted when more than max_entries entries.
 inline constexpr int kMaxListDepth = 64;
 StatusOr<std::vector<FsEntry>> ListSandboxEntries(int root, std::string_view dir, int depth, size_t max_entries);
+
+// Directory `dir` ("" = the root) opened O_PATH beneath the root, no symlink
+// followed; a symlink or file there is FailedPrecondition saying which.
+StatusOr<UniqueFd> OpenSandboxDir(int root, std::string_view dir);
 
 // The lexical absolute form of a symlink's target as seen in the sandbox:
 // `target` (absolute, or relative to `link_dir`, itself absolute) with "."

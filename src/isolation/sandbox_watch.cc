@@ -23,10 +23,8 @@ constexpr int kMaxDepth = 64;
 
 StatusOr<std::unique_ptr<DirWatch>> DirWatch::Open(int root, std::string_view dir, bool recursive,
                                                    size_t max_watches) {
-  if (!dir.empty()) RETURN_IF_ERROR(CheckSandboxPath(dir));
-  const std::string d = dir.empty() ? "." : std::string(dir);
   std::unique_ptr<DirWatch> w(new DirWatch());
-  ASSIGN_OR_RETURN(w->dir_, beneath::OpenBeneath(root, d, O_PATH | O_DIRECTORY | O_NOFOLLOW, d));
+  ASSIGN_OR_RETURN(w->dir_, OpenSandboxDir(root, dir));
   w->inotify_ = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!w->inotify_) {
     if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
@@ -108,6 +106,7 @@ std::vector<WatchEvent> DirWatch::Read(bool* lost) {
     }
     if (ev.len == 0) continue;
     const std::string leaf(name, ::strnlen(name, ev.len));
+    if (leaf.rfind(beneath::kUploadTempPrefix, 0) == 0) continue;  // an upload under way: its rename is reported
     const std::string rel = it->second.empty() ? leaf : it->second + "/" + leaf;
     const bool dir = (ev.mask & IN_ISDIR) != 0;
     auto put = [&](WatchEventType t) { out.push_back({rel, t, dir}); };
