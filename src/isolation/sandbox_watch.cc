@@ -24,7 +24,10 @@ constexpr int kMaxDepth = 64;
 StatusOr<std::unique_ptr<DirWatch>> DirWatch::Open(int root, std::string_view dir, bool recursive,
                                                    size_t max_watches) {
   std::unique_ptr<DirWatch> w(new DirWatch());
-  ASSIGN_OR_RETURN(w->dir_, OpenSandboxDir(root, dir));
+  // The root is held, not the watched directory: a reference to its dentry
+  // would keep the kernel from reporting its removal (IN_DELETE_SELF).
+  ASSIGN_OR_RETURN(w->root_, beneath::OpenBeneath(root, ".", O_PATH | O_DIRECTORY, "."));
+  w->dir_ = std::string(dir);
   w->inotify_ = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!w->inotify_) {
     if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
@@ -46,12 +49,9 @@ Status DirWatch::Add(const std::string& rel, int depth) {
                                                      std::to_string(max_watches_) +
                                                      " directories; watch a smaller tree or not recursively");
   }
-  UniqueFd own;
-  int fd = dir_.get();
-  if (!rel.empty()) {
-    ASSIGN_OR_RETURN(own, beneath::OpenBeneath(dir_.get(), rel, O_PATH | O_DIRECTORY | O_NOFOLLOW, rel));
-    fd = own.get();
-  }
+  const std::string path = dir_.empty() ? rel : rel.empty() ? dir_ : dir_ + "/" + rel;
+  ASSIGN_OR_RETURN(UniqueFd own, OpenSandboxDir(root_.get(), path));
+  const int fd = own.get();
   const std::string proc = "/proc/self/fd/" + std::to_string(fd);
   int wd = ::inotify_add_watch(inotify_.get(), proc.c_str(), kMask);
   if (wd < 0) {

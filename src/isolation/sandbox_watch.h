@@ -60,7 +60,8 @@ class DirWatch {
   DirWatch() = default;
   Status Add(const std::string& rel, int depth);
 
-  UniqueFd inotify_, dir_;
+  UniqueFd inotify_, root_;
+  std::string dir_;  // the watched directory, relative to root_
   bool recursive_ = false;
   bool ended_ = false;
   size_t max_watches_ = 0;
