@@ -20,46 +20,24 @@
 
 #include "base/unique_fd.h"
 #include "isolation/sandbox_watch.h"
+#include "tests/helpers/sandbox_root.h"
 
 namespace airlock::isolation {
 namespace {
 
-void Put(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary);
-  out << data;
-}
+using ::airlock::test::Put;
 
 bool Exists(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-class SandboxFsTest : public ::testing::Test {
+class SandboxFsTest : public ::airlock::test::SandboxRootTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/airlock-sbfs-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    base_ = tmpl;
-    dir_ = base_ + "/root";
-    ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0);
-    ASSERT_EQ(::chown(dir_.c_str(), 12345, 23456), 0);
-    outside_ = base_ + "/outside";
-    ASSERT_EQ(::mkdir(outside_.c_str(), 0755), 0);
-    Put(outside_ + "/secret", "HOST-SECRET");
-    root_.reset(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    ASSERT_TRUE(root_);
-  }
-  void TearDown() override {
-    root_.reset();
-    if (!mount_.empty()) ::umount2(mount_.c_str(), MNT_DETACH);
-    std::string cmd = "rm -rf '" + base_ + "'";
-    (void)std::system(cmd.c_str());
-  }
-  std::string In(const std::string& rel) const { return dir_ + "/" + rel; }
   // As the sandbox's code would make it: owned by the sandbox's user.
   void Mkdir(const std::string& rel) {
     ASSERT_EQ(::mkdir(In(rel).c_str(), 0755), 0) << rel;
-    ASSERT_EQ(::chown(In(rel).c_str(), 12345, 23456), 0) << rel;
+    ASSERT_EQ(::chown(In(rel).c_str(), kUid, kGid), 0) << rel;
   }
   void Link(const std::string& target, const std::string& rel) {
     ASSERT_EQ(::symlink(target.c_str(), In(rel).c_str()), 0) << rel;
@@ -71,9 +49,6 @@ class SandboxFsTest : public ::testing::Test {
     }
     return out;
   }
-
-  std::string base_, dir_, outside_, mount_;
-  UniqueFd root_;
 };
 
 TEST(PermissionString, IsGosFileModeString) {
@@ -94,7 +69,7 @@ TEST(JoinSymlinkTarget, ResolvesByNameOnly) {
 TEST_F(SandboxFsTest, StatReportsFilesDirectoriesAndSymlinksAsThemselves) {
   Mkdir("d");
   Put(In("d/f.txt"), "12345");
-  ASSERT_EQ(::chown(In("d/f.txt").c_str(), 12345, 23456), 0);
+  ASSERT_EQ(::chown(In("d/f.txt").c_str(), kUid, kGid), 0);
   ASSERT_EQ(::chmod(In("d/f.txt").c_str(), 0644), 0);
   Link(outside_ + "/secret", "d/link");
   auto f = StatSandboxEntry(root_.get(), "d/f.txt");
@@ -228,7 +203,7 @@ TEST_F(SandboxFsTest, RemoveTakesWholeTreesWithinItsBounds) {
   Mkdir("m");
   Mkdir("m/mnt");
   if (::mount("tmpfs", In("m/mnt").c_str(), "tmpfs", 0, "size=1m") != 0) GTEST_SKIP() << "cannot mount here";
-  mount_ = In("m/mnt");
+  mounts_.push_back(In("m/mnt"));
   Put(In("m/mnt/kept"), "x");
   EXPECT_EQ(RemoveSandboxTree(root_.get(), "m", 1000).code(), ErrorCode::kFailedPrecondition);
   EXPECT_TRUE(Exists(In("m/mnt/kept")));
