@@ -182,13 +182,18 @@ struct Opening {
   model::ApiError error;
 };
 
-// Opens the watch of `req` on the caller's default sandbox, then `then` on the loop.
+// Opens the watch of `req` on the caller's default sandbox, in one of the
+// caller's slots, then `then` on the loop.
 void OpenWatch(const std::shared_ptr<Exchange>& ex, const model::EnvdFsRequest& req,
                std::function<void(Opening)> then) {
   std::string rel;
   if (auto bad = Resolve(req.path, "path", &rel)) return ex->Refuse(*bad);
-  ex->s.e2b->Default(ex->rq.caller.name, [ex, rel, req, then = std::move(then)](std::optional<std::string> id,
-                                                                                 model::ApiError error) {
+  if (!ex->s.envd_watchers) ex->s.envd_watchers = std::make_shared<EnvdWatchers>();
+  model::ApiError full;
+  std::shared_ptr<void> slot = ex->s.envd_watchers->TakeSlot(ex->rq.caller.name, &full);
+  if (!slot) return ex->Refuse(full);
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, rel, req, slot, then = std::move(then)](std::optional<std::string> id,
+                                                                                       model::ApiError error) {
     if (!id) return ex->Refuse(error);
     ex->OnWorker(
         [&s = ex->s, id = *id, owner = ex->rq.caller.name, rel, req] {
@@ -201,10 +206,14 @@ void OpenWatch(const std::shared_ptr<Exchange>& ex, const model::EnvdFsRequest& 
             return o;
           }
           o.opened = std::make_shared<OpenedWatch>(
-              OpenedWatch{std::move(*w), std::move(*root), rel, req.include_entry, id, owner});
+              OpenedWatch{std::move(*w), std::move(*root), rel, req.include_entry, id, owner, nullptr});
           return o;
         },
-        std::move(then));
+        // The slot joins the watch back on the loop: it is counted there only.
+        [slot, then](Opening o) {
+          if (o.opened) o.opened->slot = slot;
+          then(std::move(o));
+        });
   });
 }
 
@@ -244,12 +253,9 @@ void WatchDir(const std::shared_ptr<Exchange>& ex) {
 void CreateWatcher(const std::shared_ptr<Exchange>& ex) {
   model::EnvdFsRequest req;
   if (!Parse(ex, ex->rq.body, &req)) return;
-  if (!ex->s.envd_watchers) ex->s.envd_watchers = std::make_shared<EnvdWatchers>();
   OpenWatch(ex, req, [ex](Opening o) {
     if (!o.opened) return ex->Refuse(o.error);
-    model::ApiError error;
-    std::string id = ex->s.envd_watchers->Add(ex->s, std::move(*o.opened), &error);
-    if (id.empty()) return ex->Refuse(error);
+    std::string id = ex->s.envd_watchers->Add(ex->s, std::move(*o.opened));
     ex->Respond(JsonReply(200, model::EnvdWatcherCreated(id)));
   });
 }

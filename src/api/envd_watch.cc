@@ -101,8 +101,16 @@ void WatchPump::Stop() {
   stopped_ = true;
   error_code ignored;
   timer_.cancel();
-  if (desc_.is_open()) desc_.cancel(ignored);
+  if (desc_.is_open()) {
+    desc_.cancel(ignored);
+    desc_.release();  // the fd is the watch's, closed with it just below
+  }
   on_events_ = nullptr;  // what it holds (an exchange) goes now
+  // And what it holds in the sandbox (an ended watcher may stay listed until
+  // its client asks once more): the inotify fd, the root, the caller's slot.
+  w_.watch.reset();
+  w_.root.reset();
+  w_.slot.reset();
 }
 
 void WatchPump::Finish(std::string why) {
@@ -128,7 +136,12 @@ void WatchPump::OnReadable() {
   lost_ = lost_ || lost || w_.watch->unwatched() > 0;
   std::vector<model::EnvdFsEvent> events;
   events.reserve(raw.size());
-  for (const auto& e : raw) events.push_back(ToEnvdEvent(w_.root.get(), w_.dir, e, w_.include_entry));
+  // includeEntry stats each entry here on the loop (a few system calls on
+  // the sandbox's tmpfs): for the first kMaxEntriesPerRead events of a read
+  // only, so that a flood does not hold the loop ("when available", says envd).
+  for (size_t i = 0; i < raw.size(); ++i) {
+    events.push_back(ToEnvdEvent(w_.root.get(), w_.dir, raw[i], w_.include_entry && i < kMaxEntriesPerRead));
+  }
   if (!events.empty() && on_events_) on_events_(std::move(events), false, "");
   if (stopped_) return;
   if (w_.watch->ended()) return Finish("the watched directory was removed or moved away");
@@ -142,27 +155,52 @@ void WatchPump::Tick() {
   timer_.async_wait([weak = std::weak_ptr<WatchPump>(shared_from_this())](const error_code& ec) {
     auto self = weak.lock();
     if (!self || ec || self->stopped_) return;
+    // Get, not Live: looking does not count as use, so a forgotten watcher
+    // never keeps an idle sandbox from expiring.
     model::ApiError ignored;
-    if (!self->s_.session_mgr || !self->s_.session_mgr->Live(self->w_.session, self->w_.owner, &ignored)) {
-      return self->Finish("the sandbox ended");
-    }
+    auto view = self->s_.session_mgr ? self->s_.session_mgr->Get(self->w_.session, self->w_.owner, &ignored)
+                                     : std::nullopt;
+    if (!view || view->state == "dead") return self->Finish("the sandbox ended");
     self->Tick();
   });
 }
 
 // ---------------------------------------------------------------------------
 
-std::string EnvdWatchers::Add(ServerState& s, OpenedWatch opened, model::ApiError* error) {
-  const std::string owner = opened.owner;
-  size_t mine = 0;
-  for (const auto& [id, w] : watchers_) mine += w.owner == owner;
-  if (mine >= kMaxWatchersPerOwner) {
+std::shared_ptr<void> EnvdWatchers::TakeSlot(const std::string& owner, model::ApiError* error) {
+  size_t& mine = slots_[owner];
+  if (mine >= kMaxWatchersPerOwner || total_ >= kMaxWatches) {
     *error = {model::ErrorKind::kTooManyRequests,
-              "you have " + std::to_string(mine) + " watchers, the most one caller may have; remove one (RemoveWatcher)",
+              mine >= kMaxWatchersPerOwner
+                  ? "you have " + std::to_string(mine) +
+                        " watches (WatchDir streams and watchers), the most one caller may have; stop or remove one"
+                  : "the server has " + std::to_string(total_) + " directory watches, the most it keeps; retry later",
               ""};
     error->code = "resource_exhausted";
-    return "";
+    return nullptr;
   }
+  ++mine;
+  ++total_;
+  // Freed by its destructor where the last copy goes: on the loop (a slot
+  // is never handed to a worker).
+  struct Slot {
+    std::weak_ptr<EnvdWatchers> book;
+    std::string owner;
+    ~Slot() {
+      if (auto self = book.lock()) {
+        --self->total_;
+        if (--self->slots_[owner] == 0) self->slots_.erase(owner);
+      }
+    }
+  };
+  auto slot = std::make_shared<Slot>();
+  slot->book = weak_from_this();
+  slot->owner = owner;
+  return slot;
+}
+
+std::string EnvdWatchers::Add(ServerState& s, OpenedWatch opened) {
+  const std::string owner = opened.owner;
   std::string id = NewWatcherId();
   Watcher& w = watchers_[id];
   w.owner = owner;

@@ -9,7 +9,8 @@
 //
 // Everything is bounded: the watch's directories (isolation/sandbox_watch.h),
 // a polling watcher's queue (kMaxQueuedEvents: the oldest are dropped and
-// counted), the watchers of one caller (kMaxWatchersPerOwner). A watch ends
+// counted), the watches of one caller (kMaxWatchersPerOwner) and of the server
+// (kMaxWatches: each is an inotify instance, of which a host user has 128). A watch ends
 // with its sandbox: each pump looks every kLivenessSeconds whether the
 // session still lives, and stops when it does not.
 #pragma once
@@ -33,8 +34,10 @@ class ServerState;
 
 inline constexpr size_t kMaxWatchDirs = 256;  // directories in one recursive watch
 inline constexpr size_t kMaxQueuedEvents = 4096;
-inline constexpr size_t kMaxWatchersPerOwner = 16;
+inline constexpr size_t kMaxWatchersPerOwner = 16;  // streams and watchers together
+inline constexpr size_t kMaxWatches = 64;           // on the server
 inline constexpr double kLivenessSeconds = 2;
+inline constexpr size_t kMaxEntriesPerRead = 256;   // includeEntry's stats per wake-up
 
 // A watch opened on a worker: what a pump needs.
 struct OpenedWatch {
@@ -43,6 +46,7 @@ struct OpenedWatch {
   std::string dir;          // the watched directory, relative to root ("" = root)
   bool include_entry = false;
   std::string session, owner;  // whose sandbox: its end ends the watch
+  std::shared_ptr<void> slot;  // the caller's slot (EnvdWatchers::TakeSlot), freed when the watch stops
 };
 
 class WatchPump : public std::enable_shared_from_this<WatchPump> {
@@ -73,7 +77,7 @@ class WatchPump : public std::enable_shared_from_this<WatchPump> {
 };
 
 // The polling watchers of every caller, by id.
-class EnvdWatchers {
+class EnvdWatchers : public std::enable_shared_from_this<EnvdWatchers> {
  public:
   struct Watcher {
     std::string owner;
@@ -82,8 +86,13 @@ class EnvdWatchers {
     size_t dropped = 0;
     std::string ended;  // why the watch ended ("" while it runs)
   };
-  // The new watcher's id, or "" with *error (the caller has too many).
-  std::string Add(ServerState& s, OpenedWatch opened, model::ApiError* error);
+  // One of the caller's watches (a WatchDir stream or a watcher): nullptr
+  // with *error (resource_exhausted) past kMaxWatchersPerOwner, or
+  // kMaxWatches on the server (each is an inotify instance, a host-wide
+  // resource); freed when the last copy goes.
+  std::shared_ptr<void> TakeSlot(const std::string& owner, model::ApiError* error);
+  // A new watcher of `opened` (its slot taken): its id.
+  std::string Add(ServerState& s, OpenedWatch opened);
   // The caller's watcher, or nullptr (another caller's is not found either).
   Watcher* Find(const std::string& id, const std::string& owner);
   void Remove(const std::string& id);
@@ -91,6 +100,8 @@ class EnvdWatchers {
 
  private:
   std::map<std::string, Watcher> watchers_;
+  std::map<std::string, size_t> slots_;  // watches per owner
+  size_t total_ = 0;
 };
 
 // An entry beneath /home/user as envd describes it (its absolute path, a

@@ -37,13 +37,15 @@ StatusOr<std::unique_ptr<DirWatch>> DirWatch::Open(int root, std::string_view di
   }
   w->recursive_ = recursive;
   w->max_watches_ = std::max<size_t>(1, max_watches);
-  RETURN_IF_ERROR(w->Add("", 0));
+  RETURN_IF_ERROR(w->Add("", 0, nullptr));
   return w;
 }
 
 // Watches directory `rel` (relative to the watched one) and, when recursive,
-// the directories in it.
-Status DirWatch::Add(const std::string& rel, int depth) {
+// the directories in it. `found` (a directory that appeared after the
+// start) gets a CREATE for each entry already in it: what was made in it
+// before its watch was added would otherwise never be reported.
+Status DirWatch::Add(const std::string& rel, int depth, std::vector<WatchEvent>* found) {
   if (prefix_.size() >= max_watches_) {
     return Status(ErrorCode::kResourceExhausted, "the watch would need more than " +
                                                      std::to_string(max_watches_) +
@@ -72,8 +74,10 @@ Status DirWatch::Add(const std::string& rel, int depth) {
                : entries.status();
   }
   for (const FsEntry& e : *entries) {
+    const std::string name = rel.empty() ? e.path : rel + "/" + e.path;
+    if (found != nullptr) found->push_back({name, WatchEventType::kCreate, e.type == FsType::kDirectory});
     if (e.type != FsType::kDirectory) continue;
-    Status st = Add(rel.empty() ? e.path : rel + "/" + e.path, depth + 1);
+    Status st = Add(name, depth + 1, found);
     if (st.code() == ErrorCode::kResourceExhausted) return st;  // other failures: gone meanwhile
   }
   return Status::Ok();
@@ -123,7 +127,7 @@ std::vector<WatchEvent> DirWatch::Read(bool* lost) {
       if (!dir) put(WatchEventType::kWrite);
     }
     if (dir && recursive_ && (ev.mask & (IN_CREATE | IN_MOVED_TO))) {
-      Status st = Add(rel, 1);
+      Status st = Add(rel, 1, &out);
       if (st.code() == ErrorCode::kResourceExhausted) ++unwatched_;
     }
   }

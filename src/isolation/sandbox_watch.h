@@ -11,6 +11,10 @@
 //   bool lost = false;
 //   for (const auto& e : w->Read(&lost)) Send(e.name, e.type);
 //
+// A directory made inside a recursive watch is watched from when its CREATE
+// is read; what was made in it before then is reported as CREATE events
+// (inotify cannot say more: a write before the watch is not seen).
+//
 // Bounded: at most max_watches directories are watched (Open fails past it;
 // later ones are left unwatched and counted in unwatched()); the kernel's
 // queue is bounded by fs.inotify.max_queued_events, its overflow reported by
@@ -58,7 +62,7 @@ class DirWatch {
 
  private:
   DirWatch() = default;
-  Status Add(const std::string& rel, int depth);
+  Status Add(const std::string& rel, int depth, std::vector<WatchEvent>* found);
 
   UniqueFd inotify_, root_;
   std::string dir_;  // the watched directory, relative to root_

@@ -11,7 +11,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readlinkSync } from "node:fs";
 import net from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -279,6 +279,21 @@ test("files outside /home/user are refused, never read from the host", async () 
 
 // --- envd's filesystem calls (Connect: filesystem.Filesystem/*) ---------------
 
+// The inotify instances a server holds (each watch is one), read from /proc.
+function inotifyFds(server) {
+  let n = 0;
+  for (const fd of readdirSync(`/proc/${server.proc.pid}/fd`)) {
+    try { if (readlinkSync(`/proc/${server.proc.pid}/fd/${fd}`) === "anon_inode:inotify") n++; } catch { /* closed */ }
+  }
+  return n;
+}
+
+// Waits (bounded) until `check()` holds; the verdict is the last check.
+async function eventually(check, tries = 100) {
+  for (let i = 0; i < tries && !check(); i++) await new Promise((r) => setTimeout(r, 50));
+  return check();
+}
+
 // A Connect unary call to an E2B server's envd port, as the SDK makes it.
 async function envd(base, method, body, raw = false) {
   const r = await fetch(`${base}/filesystem.Filesystem/${method}`, {
@@ -319,14 +334,17 @@ test("files.makeDir, getInfo, exists, list with depth, rename and remove", async
 
 test("watchDir streams the writes in a directory, recursively, until stopped", async () => {
   await k.files.makeDir("watched/sub");
+  const held = inotifyFds(servers[1]);
   const events = [];
   const handle = await k.files.watchDir("watched", (e) => events.push(e), { recursive: true });
   await k.files.write("watched/sub/new.txt", "hello");
-  await k.runCode("import os\nos.mkdir('watched/made')\nopen('watched/made/by_code.txt','w').write('x')");
-  for (let i = 0; i < 100 && !events.some((e) => e.name === "made/by_code.txt" && e.type === "write"); i++) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await k.runCode("import os\nos.mkdir('watched/made')");
+  // (Written once the new directory's CREATE is out: its watch is in place.)
+  assert.ok(await eventually(() => events.some((e) => e.name === "made" && e.type === "create")));
+  await k.runCode("open('watched/made/by_code.txt','w').write('x')");
+  await eventually(() => events.some((e) => e.name === "made/by_code.txt" && e.type === "write"));
   await handle.stop();
+  assert.ok(await eventually(() => inotifyFds(servers[1]) === held), "the watch is gone with its client");
   const seen = events.map((e) => `${e.type} ${e.name}`);
   assert.ok(seen.includes("write sub/new.txt"), seen.join(", "));
   assert.ok(seen.includes("create made"), seen.join(", "));
@@ -410,11 +428,34 @@ test("a watcher on a directory filled fast stays bounded and says what it droppe
     await new Promise((res) => setTimeout(res, 100));
   }
   assert.ok(dropped > 0 || total >= 6000, `every event kept or the drops said: ${total} + ${dropped}`);
+  // A caller's watches are bounded (each is an inotify instance of the host's).
+  const more = [];
+  let refused = null;
+  for (let i = 0; i < 20 && !refused; i++) {
+    const r = await envd(kernelBase, "CreateWatcher", { path: "flood" });
+    if (r.status === 200) more.push(r.json.watcherId);
+    else refused = r;
+  }
+  assert.ok(refused, "the 21st watch was made");
+  assert.equal(refused.json.code, "resource_exhausted");
+  assert.match(refused.json.message, /watches/);
+  for (const w of more) assert.equal((await envd(kernelBase, "RemoveWatcher", { watcherId: w })).status, 200);
   const gone = await envd(kernelBase, "RemoveWatcher", { watcherId: id });
   assert.equal(gone.status, 200);
   assert.equal((await envd(kernelBase, "GetWatcherEvents", { watcherId: id })).json.code, "not_found");
   await k.files.remove("flood");
   assert.equal(await k.files.exists("flood"), false);
+  // A watcher ends with its sandbox, and holds nothing after.
+  const last = await envd(kernelBase, "CreateWatcher", { path: "/home/user" });
+  assert.equal(last.status, 200);
+  assert.ok(inotifyFds(servers[1]) >= 1);
+  const contexts = await (await fetch(`${kernelBase}/contexts`)).json();
+  const python = contexts.find((c) => c.language === "python");
+  assert.equal((await fetch(`${kernelBase}/contexts/${python.id}`, { method: "DELETE" })).status, 204);
+  assert.ok(await eventually(() => inotifyFds(servers[1]) === 0), "the watch ended with the sandbox");
+  const after = await envd(kernelBase, "GetWatcherEvents", { watcherId: last.json.watcherId });
+  assert.equal(after.json.code, "not_found");
+  assert.match(after.json.message, /sandbox ended/);
 });
 
 // --- security through the E2B door ------------------------------------------

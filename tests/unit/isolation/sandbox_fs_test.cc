@@ -237,12 +237,15 @@ TEST_F(SandboxFsTest, WatchReportsChangesRecursivelyAndHidesUploadTemporaries) {
   EXPECT_TRUE(Has(ev, "create sub/a.txt")) << ::testing::PrintToString(ev);
   EXPECT_TRUE(Has(ev, "write sub/a.txt"));
   EXPECT_TRUE(Has(ev, "create new"));
+  Mkdir("w/late");
+  Put(In("w/late/early.txt"), "x");  // made before its directory's watch is in place
   Put(In("w/new/b.txt"), "x");  // in a directory made after the start
   Put(In("w/.airlock-upload-0123"), "x");
   ASSERT_EQ(::rename(In("w/.airlock-upload-0123").c_str(), In("w/up.txt").c_str()), 0);
   ASSERT_EQ(::unlink(In("w/sub/a.txt").c_str()), 0);
   ev = Drain(**w);
   EXPECT_TRUE(Has(ev, "write new/b.txt")) << ::testing::PrintToString(ev);
+  EXPECT_TRUE(Has(ev, "create late/early.txt")) << "what a new directory held when its watch came is reported";
   EXPECT_TRUE(Has(ev, "create up.txt"));
   EXPECT_TRUE(Has(ev, "write up.txt")) << "a file renamed over a name is a write of that name";
   EXPECT_TRUE(Has(ev, "remove sub/a.txt"));
