@@ -6,11 +6,14 @@
 #include "api/envd_watch.h"
 #include "api/exchange.h"
 #include "api/server_state.h"
+#include "base/sandbox_path.h"
+#include "isolation/sandbox_files.h"
 #include "isolation/sandbox_fs.h"
 #include "isolation/sandbox_watch.h"
 #include "model/connect.h"
 #include "model/e2b.h"
 #include "model/envd_fs.h"
+#include "session/live_session.h"
 #include "session/session_files.h"
 
 namespace airlock::api {
@@ -42,18 +45,57 @@ model::ApiError FsError(const Status& st) {
   return e;
 }
 
-// An envd path as one relative to /home/user ("" = /home/user itself).
-std::optional<model::ApiError> Resolve(const std::string& path, const char* field, std::string* rel) {
+constexpr const char* kHome = "/home/user";
+constexpr const char* kTmp = "/tmp";
+
+// Where an envd path is: beneath the sandbox's /home/user or its /tmp (two
+// binds of its one workspace tmpfs), and the path relative to that.
+struct Place {
+  std::string base = kHome;
+  std::string rel;  // "" = the base itself
+};
+
+// An envd path: absolute under /home/user or /tmp, or relative to /home/user.
+std::optional<model::ApiError> Resolve(const std::string& path, const char* field, Place* place) {
   if (path.empty()) return Connect(model::ErrorKind::kBadRequest, std::string(field) + " is empty", "invalid_argument");
-  if (path == "/home/user" || path == "/home/user/") {
-    rel->clear();
+  *place = Place();
+  for (const char* base : {kHome, kTmp}) {
+    const std::string b = base;
+    if (path == b || path == b + "/") {
+      place->base = b;
+      return std::nullopt;
+    }
+  }
+  if (path.rfind(std::string(kTmp) + "/", 0) == 0) {
+    place->base = kTmp;
+    place->rel = path.substr(std::string(kTmp).size() + 1);
+    if (Status st = CheckSandboxPath(place->rel); !st.ok()) {
+      return Connect(model::ErrorKind::kBadRequest, std::string(field) + ": " + st.message(), "invalid_argument");
+    }
     return std::nullopt;
   }
   std::string why;
-  if (!model::E2bPathToSandbox(path, rel, &why)) {
-    return Connect(model::ErrorKind::kBadRequest, std::string(field) + ": " + why, "invalid_argument");
+  if (!model::E2bPathToSandbox(path, &place->rel, &why)) {
+    return Connect(model::ErrorKind::kBadRequest,
+                   std::string(field) + ": " + why + " (or /tmp, the sandbox's other writable directory)",
+                   "invalid_argument");
   }
   return std::nullopt;
+}
+
+// The sandbox's directory `base`, opened through its init as the session
+// file routes open it (session::OpenSessionRoot, isolation::OpenRunDir).
+std::optional<UniqueFd> OpenBase(ServerState& s, const std::string& id, const std::string& owner,
+                                 const std::string& base, model::ApiError* error) {
+  if (base == kHome) return session::OpenSessionRoot(*s.session_mgr, id, owner, error);
+  std::shared_ptr<session::LiveSession> live = s.session_mgr->Live(id, owner, error);
+  if (!live) return std::nullopt;
+  auto dir = isolation::OpenRunDir(live->init_pid(), live->pidfd(), base);
+  if (!dir.ok()) {
+    *error = model::ApiError{model::ErrorKind::kGone, "the sandbox's " + base + " is gone: " + dir.status().ToString(), ""};
+    return std::nullopt;
+  }
+  return std::move(*dir);
 }
 
 model::RequestCaps Caps(const ServerState& s) {
@@ -63,19 +105,19 @@ model::RequestCaps Caps(const ServerState& s) {
   return caps;
 }
 
-// The work of one call on a worker, given the session's /home/user.
+// The work of one call on a worker, given the sandbox's `base` directory.
 using Work = std::function<Reply(int root, const Request& rq)>;
 
 // The caller's default sandbox (made on first use, as /files), then `work`
-// on a worker with its /home/user open.
-void OnSandbox(const std::shared_ptr<Exchange>& ex, Work work) {
-  ex->s.e2b->Default(ex->rq.caller.name, [ex, work = std::move(work)](std::optional<std::string> id,
-                                                                       model::ApiError error) {
+// on a worker with its `base` open.
+void OnSandbox(const std::shared_ptr<Exchange>& ex, const std::string& base, Work work) {
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, base, work = std::move(work)](std::optional<std::string> id,
+                                                                             model::ApiError error) {
     if (!id) return ex->Refuse(error);
     ex->OnWorker(
-        [&s = ex->s, id = *id, rq = ex->rq, work] {
+        [&s = ex->s, id = *id, rq = ex->rq, base, work] {
           model::ApiError e;
-          std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, id, rq.caller.name, &e);
+          std::optional<UniqueFd> root = OpenBase(s, id, rq.caller.name, base, &e);
           if (!root) return RefusalFor(rq, e);
           return work(root->get(), rq);
         },
@@ -90,61 +132,67 @@ bool Parse(const std::shared_ptr<Exchange>& ex, std::string_view body, model::En
   return false;
 }
 
-// A unary call on one path: parsed, resolved, then `op(root, rel)` on a worker.
-void OnePath(const std::shared_ptr<Exchange>& ex, std::function<Reply(int, const std::string&, const Request&)> op) {
+// A unary call on one path: parsed, resolved, then `op(root, place)` on a worker.
+void OnePath(const std::shared_ptr<Exchange>& ex, std::function<Reply(int, const Place&, const Request&)> op) {
   model::EnvdFsRequest req;
   if (!Parse(ex, ex->rq.body, &req)) return;
-  std::string rel;
-  if (auto bad = Resolve(req.path, "path", &rel)) return ex->Refuse(*bad);
-  OnSandbox(ex, [rel, op = std::move(op)](int root, const Request& rq) { return op(root, rel, rq); });
+  Place place;
+  if (auto bad = Resolve(req.path, "path", &place)) return ex->Refuse(*bad);
+  OnSandbox(ex, place.base, [place, op = std::move(op)](int root, const Request& rq) { return op(root, place, rq); });
 }
 
-Reply EntryReply(const Request& rq, const StatusOr<isolation::FsEntry>& e) {
+Reply EntryReply(const Request& rq, const StatusOr<isolation::FsEntry>& e, const std::string& base) {
   if (!e.ok()) return RefusalFor(rq, FsError(e.status()));
-  return JsonReply(200, model::EnvdEntryResponse(EnvdEntryOf(*e)));
+  return JsonReply(200, model::EnvdEntryResponse(EnvdEntryOf(*e, base)));
 }
 
 void Stat(const std::shared_ptr<Exchange>& ex) {
-  OnePath(ex, [](int root, const std::string& rel, const Request& rq) {
-    return EntryReply(rq, isolation::StatSandboxEntry(root, rel));
+  OnePath(ex, [](int root, const Place& p, const Request& rq) {
+    return EntryReply(rq, isolation::StatSandboxEntry(root, p.rel), p.base);
   });
 }
 
 void MakeDir(const std::shared_ptr<Exchange>& ex) {
-  OnePath(ex, [](int root, const std::string& rel, const Request& rq) {
-    if (rel.empty()) {
-      return RefusalFor(rq, Connect(model::ErrorKind::kConflict, "/home/user already exists", "already_exists"));
-    }
+  OnePath(ex, [](int root, const Place& p, const Request& rq) {
+    const std::string shown = p.rel.empty() ? p.base : p.base + "/" + p.rel;
     bool created = false;
-    if (Status st = isolation::MakeSandboxDir(root, rel, &created); !st.ok()) return RefusalFor(rq, FsError(st));
-    if (!created) {
-      return RefusalFor(rq, Connect(model::ErrorKind::kConflict,
-                                    "directory " + model::E2bPathFromSandbox(rel) + " already exists", "already_exists"));
+    if (!p.rel.empty()) {
+      if (Status st = isolation::MakeSandboxDir(root, p.rel, &created); !st.ok()) return RefusalFor(rq, FsError(st));
     }
-    return EntryReply(rq, isolation::StatSandboxEntry(root, rel));
+    if (!created) {
+      return RefusalFor(rq, Connect(model::ErrorKind::kConflict, "directory " + shown + " already exists", "already_exists"));
+    }
+    return EntryReply(rq, isolation::StatSandboxEntry(root, p.rel), p.base);
   });
 }
 
 void Move(const std::shared_ptr<Exchange>& ex) {
   model::EnvdFsRequest req;
   if (!Parse(ex, ex->rq.body, &req)) return;
-  std::string from, to;
+  Place from, to;
   if (auto bad = Resolve(req.source, "source", &from)) return ex->Refuse(*bad);
   if (auto bad = Resolve(req.destination, "destination", &to)) return ex->Refuse(*bad);
-  if (from.empty() || to.empty()) {
-    return ex->Refuse(Connect(model::ErrorKind::kBadRequest, "/home/user itself cannot be moved or replaced",
+  if (from.rel.empty() || to.rel.empty()) {
+    return ex->Refuse(Connect(model::ErrorKind::kBadRequest, "/home/user and /tmp themselves cannot be moved or replaced",
                               "invalid_argument"));
   }
-  OnSandbox(ex, [from, to](int root, const Request& rq) {
-    return EntryReply(rq, isolation::MoveSandboxEntry(root, from, to));
+  if (from.base != to.base) {
+    // Two mounts: rename(2) cannot cross them, and a copy is not a move.
+    return ex->Refuse(Connect(model::ErrorKind::kBadRequest,
+                              "a move between /home/user and /tmp is not supported: read the file and write it "
+                              "to its new place, then remove the old one",
+                              "invalid_argument"));
+  }
+  OnSandbox(ex, from.base, [from, to](int root, const Request& rq) {
+    return EntryReply(rq, isolation::MoveSandboxEntry(root, from.rel, to.rel), from.base);
   });
 }
 
 void ListDir(const std::shared_ptr<Exchange>& ex) {
   model::EnvdFsRequest req;
   if (!Parse(ex, ex->rq.body, &req)) return;
-  std::string rel;
-  if (auto bad = Resolve(req.path, "path", &rel)) return ex->Refuse(*bad);
+  Place place;
+  if (auto bad = Resolve(req.path, "path", &place)) return ex->Refuse(*bad);
   // envd's default depth is 1 (proto3 omits a 0, the SDKs always send >= 1).
   const int64_t depth = req.depth.value_or(0) == 0 ? 1 : *req.depth;
   if (depth < 1 || depth > isolation::kMaxListDepth) {
@@ -153,20 +201,20 @@ void ListDir(const std::shared_ptr<Exchange>& ex) {
                                   std::to_string(isolation::kMaxListDepth),
                               "invalid_argument"));
   }
-  OnSandbox(ex, [rel, depth](int root, const Request& rq) {
-    auto list = isolation::ListSandboxEntries(root, rel, static_cast<int>(depth), kMaxListEntries);
+  OnSandbox(ex, place.base, [place, depth](int root, const Request& rq) {
+    auto list = isolation::ListSandboxEntries(root, place.rel, static_cast<int>(depth), kMaxListEntries);
     if (!list.ok()) return RefusalFor(rq, FsError(list.status()));
     std::vector<model::EnvdEntry> entries;
     entries.reserve(list->size());
-    for (const auto& e : *list) entries.push_back(EnvdEntryOf(e));
+    for (const auto& e : *list) entries.push_back(EnvdEntryOf(e, place.base));
     return JsonReply(200, model::EnvdListResponse(entries));
   });
 }
 
 void Remove(const std::shared_ptr<Exchange>& ex) {
-  OnePath(ex, [](int root, const std::string& rel, const Request& rq) {
+  OnePath(ex, [](int root, const Place& p, const Request& rq) {
     // Nothing there is done, as envd's (os.RemoveAll) says.
-    if (Status st = isolation::RemoveSandboxTree(root, rel, kMaxRemoveEntries);
+    if (Status st = isolation::RemoveSandboxTree(root, p.rel, kMaxRemoveEntries);
         !st.ok() && st.code() != ErrorCode::kNotFound) {
       return RefusalFor(rq, FsError(st));
     }
@@ -186,27 +234,27 @@ struct Opening {
 // caller's slots, then `then` on the loop.
 void OpenWatch(const std::shared_ptr<Exchange>& ex, const model::EnvdFsRequest& req,
                std::function<void(Opening)> then) {
-  std::string rel;
-  if (auto bad = Resolve(req.path, "path", &rel)) return ex->Refuse(*bad);
+  Place place;
+  if (auto bad = Resolve(req.path, "path", &place)) return ex->Refuse(*bad);
   if (!ex->s.envd_watchers) ex->s.envd_watchers = std::make_shared<EnvdWatchers>();
   model::ApiError full;
   std::shared_ptr<void> slot = ex->s.envd_watchers->TakeSlot(ex->rq.caller.name, &full);
   if (!slot) return ex->Refuse(full);
-  ex->s.e2b->Default(ex->rq.caller.name, [ex, rel, req, slot, then = std::move(then)](std::optional<std::string> id,
-                                                                                       model::ApiError error) {
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, place, req, slot, then = std::move(then)](std::optional<std::string> id,
+                                                                                         model::ApiError error) {
     if (!id) return ex->Refuse(error);
     ex->OnWorker(
-        [&s = ex->s, id = *id, owner = ex->rq.caller.name, rel, req] {
+        [&s = ex->s, id = *id, owner = ex->rq.caller.name, place, req] {
           Opening o;
-          std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, id, owner, &o.error);
+          std::optional<UniqueFd> root = OpenBase(s, id, owner, place.base, &o.error);
           if (!root) return o;
-          auto w = isolation::DirWatch::Open(root->get(), rel, req.recursive, kMaxWatchDirs);
+          auto w = isolation::DirWatch::Open(root->get(), place.rel, req.recursive, kMaxWatchDirs);
           if (!w.ok()) {
             o.error = FsError(w.status());
             return o;
           }
           o.opened = std::make_shared<OpenedWatch>(
-              OpenedWatch{std::move(*w), std::move(*root), rel, req.include_entry, id, owner, nullptr});
+              OpenedWatch{std::move(*w), std::move(*root), place.base, place.rel, req.include_entry, id, owner, nullptr});
           return o;
         },
         // The slot joins the watch back on the loop: it is counted there only.

@@ -4,14 +4,11 @@
 
 #include "api/server_state.h"
 #include "base/log.h"
-#include "model/e2b.h"
 
 namespace airlock::api {
 namespace {
 
-constexpr const char* kHome = "/home/user";
-
-std::string Absolute(const std::string& rel) { return rel.empty() ? kHome : model::E2bPathFromSandbox(rel); }
+std::string Absolute(const std::string& base, const std::string& rel) { return rel.empty() ? base : base + "/" + rel; }
 
 std::string NewWatcherId() {
   unsigned char r[12] = {};
@@ -42,10 +39,10 @@ model::EnvdEventType TypeOf(isolation::WatchEventType t) {
 
 }  // namespace
 
-model::EnvdEntry EnvdEntryOf(const isolation::FsEntry& e) {
+model::EnvdEntry EnvdEntryOf(const isolation::FsEntry& e, const std::string& base) {
   model::EnvdEntry out;
-  out.name = e.path.empty() ? "user" : e.name;
-  out.path = Absolute(e.path);
+  out.name = e.path.empty() ? base.substr(base.rfind('/') + 1) : e.name;
+  out.path = Absolute(base, e.path);
   out.type = e.type == isolation::FsType::kDirectory ? model::EnvdFileType::kDirectory
              : e.type == isolation::FsType::kSymlink ? model::EnvdFileType::kSymlink
                                                      : model::EnvdFileType::kFile;
@@ -57,18 +54,20 @@ model::EnvdEntry EnvdEntryOf(const isolation::FsEntry& e) {
   out.mtime_s = e.mtime_s;
   out.mtime_ns = e.mtime_ns;
   if (e.symlink_target) {
-    const std::string parent = Absolute(e.path.find('/') == std::string::npos ? "" : e.path.substr(0, e.path.rfind('/')));
+    const std::string parent =
+        Absolute(base, e.path.find('/') == std::string::npos ? "" : e.path.substr(0, e.path.rfind('/')));
     out.symlink_target = isolation::JoinSymlinkTarget(parent, *e.symlink_target);
   }
   out.metadata = e.metadata;
   return out;
 }
 
-model::EnvdFsEvent ToEnvdEvent(int root, const std::string& dir, const isolation::WatchEvent& e, bool include_entry) {
+model::EnvdFsEvent ToEnvdEvent(int root, const std::string& base, const std::string& dir, const isolation::WatchEvent& e,
+                               bool include_entry) {
   model::EnvdFsEvent out{e.name, TypeOf(e.type), std::nullopt};
   if (include_entry && e.type != isolation::WatchEventType::kRemove && e.type != isolation::WatchEventType::kRename) {
     auto st = isolation::StatSandboxEntry(root, dir.empty() ? e.name : dir + "/" + e.name);
-    if (st.ok()) out.entry = EnvdEntryOf(*st);
+    if (st.ok()) out.entry = EnvdEntryOf(*st, base);
   }
   return out;
 }
@@ -140,7 +139,8 @@ void WatchPump::OnReadable() {
   // the sandbox's tmpfs): for the first kMaxEntriesPerRead events of a read
   // only, so that a flood does not hold the loop ("when available", says envd).
   for (size_t i = 0; i < raw.size(); ++i) {
-    events.push_back(ToEnvdEvent(w_.root.get(), w_.dir, raw[i], w_.include_entry && i < kMaxEntriesPerRead));
+    events.push_back(
+        ToEnvdEvent(w_.root.get(), w_.base, w_.dir, raw[i], w_.include_entry && i < kMaxEntriesPerRead));
   }
   if (!events.empty() && on_events_) on_events_(std::move(events), false, "");
   if (stopped_) return;

@@ -42,7 +42,8 @@ inline constexpr size_t kMaxEntriesPerRead = 256;   // includeEntry's stats per 
 // A watch opened on a worker: what a pump needs.
 struct OpenedWatch {
   std::unique_ptr<isolation::DirWatch> watch;
-  UniqueFd root;            // the session's /home/user (for include_entry's stat)
+  UniqueFd root;            // the sandbox's /home/user or /tmp (for include_entry's stat)
+  std::string base;         // its name in the sandbox: "/home/user" or "/tmp"
   std::string dir;          // the watched directory, relative to root ("" = root)
   bool include_entry = false;
   std::string session, owner;  // whose sandbox: its end ends the watch
@@ -104,12 +105,13 @@ class EnvdWatchers : public std::enable_shared_from_this<EnvdWatchers> {
   size_t total_ = 0;
 };
 
-// An entry beneath /home/user as envd describes it (its absolute path, a
-// symlink's target made absolute by name, as envd reports it).
-model::EnvdEntry EnvdEntryOf(const isolation::FsEntry& e);
+// An entry beneath `base` ("/home/user" or "/tmp") as envd describes it (its
+// absolute path, a symlink's target made absolute by name, as envd reports it).
+model::EnvdEntry EnvdEntryOf(const isolation::FsEntry& e, const std::string& base);
 
 // The event of the sandbox's `dir`/`name` as envd sends it (with the entry
-// stat'ed beneath `root` when asked and still there).
-model::EnvdFsEvent ToEnvdEvent(int root, const std::string& dir, const isolation::WatchEvent& e, bool include_entry);
+// stat'ed beneath `root`, named `base`, when asked and still there).
+model::EnvdFsEvent ToEnvdEvent(int root, const std::string& base, const std::string& dir, const isolation::WatchEvent& e,
+                               bool include_entry);
 
 }  // namespace airlock::api

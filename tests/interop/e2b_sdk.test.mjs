@@ -328,6 +328,17 @@ test("files.makeDir, getInfo, exists, list with depth, rename and remove", async
   assert.equal(await k.files.exists("tree/made.txt"), true);
   await k.files.remove("tree");
   assert.equal(await k.files.exists("tree"), false);
+  // The sandbox's /tmp, its other writable directory, is reached the same way.
+  assert.equal(await k.files.makeDir("/tmp/envd-t/x"), true);
+  const tmp = await k.runCode("open('/tmp/envd-t/c.txt','w').write('abc')");
+  assert.equal(tmp.error, undefined, JSON.stringify(tmp.error));
+  assert.deepEqual((await k.files.list("/tmp/envd-t")).map((e) => e.path), ["/tmp/envd-t/c.txt", "/tmp/envd-t/x"]);
+  const c = await k.files.getInfo("/tmp/envd-t/c.txt");
+  assert.equal(c.size, 3);
+  assert.equal(c.owner, "user");
+  await assert.rejects(k.files.rename("/tmp/envd-t/c.txt", "c.txt"), /between \/home\/user and \/tmp/);
+  await k.files.remove("/tmp/envd-t");
+  assert.equal(await k.files.exists("/tmp/envd-t"), false);
   await k.files.remove("tree");  // nothing there: done, as envd's
   await assert.rejects(k.files.rename("none.txt", "other.txt"), /not.found|does not exist/i);
 });
@@ -385,7 +396,7 @@ test("bad envd requests get Connect's errors: paths, depth, JSON, envelopes", as
   assert.equal(r.status, 400);
   assert.equal(r.json.code, "invalid_argument");
   assert.match(r.json.message, /depth 10000/);
-  for (const path of ["/etc", "/home/user/../../etc", "a/../../b", "a\u0000b", "/proc/self/root"]) {
+  for (const path of ["/etc", "/home/user/../../etc", "a/../../b", "a\u0000b", "/proc/self/root", "/tmp/../etc", "/tmpx"]) {
     r = await envd(kernelBase, "Stat", { path });
     assert.equal(r.status, 400, path);
     assert.equal(r.json.code, "invalid_argument", path);
