@@ -1,7 +1,7 @@
 // envd's filesystem.Filesystem service over Connect (JSON), on the E2B door:
 // what the SDKs' sandbox.files.getInfo / exists / makeDir / rename / list /
 // remove / watchDir call, on the caller's default E2B sandbox's /home/user
-// (the one /files reads and writes: api/e2b_routes.h).
+// (the one /files reads and writes: api/e2b_routes.h) and its /tmp.
 //
 //   POST /filesystem.Filesystem/Stat            {path}                -> {entry}
 //   POST /filesystem.Filesystem/MakeDir         {path}                -> {entry} | already_exists
@@ -14,7 +14,7 @@
 //   POST /filesystem.Filesystem/GetWatcherEvents {watcherId}          -> {events}   (what arrived since the last call)
 //   POST /filesystem.Filesystem/RemoveWatcher   {watcherId}           -> {}
 //
-// Paths: absolute under /home/user, or relative to it; every one resolved as
+// Paths: absolute under /home/user or /tmp, or relative to /home/user; every one resolved as
 // isolation/sandbox_fs.h resolves it (no symlink followed, nothing outside).
 // Errors are Connect's {"code","message"}: invalid_argument, not_found,
 // already_exists, failed_precondition (a symlink or mount in the way),
