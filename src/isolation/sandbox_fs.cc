@@ -273,6 +273,9 @@ StatusOr<FsEntry> MoveSandboxEntry(int root, std::string_view from, std::string_
   // Both names are single components in directories we hold: rename(2)
   // follows neither; EXDEV refuses another mount.
   if (::renameat(src.parent.get(), src.leaf.c_str(), dst.get(), leaf.c_str()) != 0) {
+    if (errno == EINVAL) {
+      return InvalidArgument(Shown(from) + " cannot be moved into itself (" + Shown(to) + ")");
+    }
     return PathError("rename", std::string(from) + " -> " + std::string(to), errno);
   }
   return EntryAt(dst.get(), leaf, std::string(to), owners);

@@ -123,6 +123,8 @@ TEST_F(SandboxFsTest, NothingIsReachedThroughAPlantedSymlink) {
   ASSERT_TRUE(RemoveSandboxTree(root_.get(), "tree", 100).ok());
   EXPECT_FALSE(Exists(In("tree")));
   EXPECT_TRUE(Exists(outside_ + "/secret"));
+  Mkdir("dir");
+  EXPECT_EQ(MoveSandboxEntry(root_.get(), "dir", "dir/inside").status().code(), ErrorCode::kInvalidArgument);
   // A link moved is moved as a link.
   auto moved = MoveSandboxEntry(root_.get(), "out", "moved/out");
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
