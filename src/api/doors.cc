@@ -6,6 +6,7 @@
 #include "api/context_routes.h"
 #include "api/e2b_routes.h"
 #include "api/envd_process_routes.h"
+#include "api/envd_filesystem_routes.h"
 #include "api/mcp_routes.h"
 #include "api/rest_routes.h"
 #include "api/session_routes.h"
@@ -28,6 +29,7 @@ RouteTable E2bRouteTable() {
   t.label_prefix = "e2b:";
   t.routes = E2bContexts::Table();
   for (Route& r : EnvdProcesses::Table()) t.routes.push_back(r);
+  for (Route& r : EnvdFilesystemRoutes::Table()) t.routes.push_back(r);
   return t;
 }
 

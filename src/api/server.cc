@@ -132,6 +132,7 @@ ServerState::~ServerState() {
   session_pool->join();
   mcp.reset();
   e2b.reset();
+  envd_watchers.reset();
   session_mgr.reset();
   approvals.reset();  // its timers belong to the loop
   error_code ignored;

@@ -36,6 +36,7 @@ namespace airlock::api {
 class Connection;
 class E2bContexts;
 class EnvdProcesses;
+class EnvdWatchers;
 class McpSessions;
 class RunDriver;
 class SessionCallDriver;
@@ -97,6 +98,8 @@ class ServerState {
   std::unique_ptr<McpSessions> mcp;
   std::unique_ptr<E2bContexts> e2b;
   std::unique_ptr<EnvdProcesses> envd;  // the processes envd's Connect calls watch
+  // envd's polling watchers (api/envd_watch.h), made on first use.
+  std::shared_ptr<EnvdWatchers> envd_watchers;
 
   bool ready = false;       // the isolation self-test passed
   bool pools_warm = false;  // each door's default profile's pool had a warm run once (latched)

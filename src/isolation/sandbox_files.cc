@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 
+#include "isolation/beneath.h"
 #include "isolation/sandbox.h"
 
 #ifndef SYS_openat2
@@ -22,11 +23,8 @@
 #endif
 
 namespace airlock::isolation {
-namespace {
-
-// Beneath the root, no symlink of any kind anywhere in the path, no other mount.
-constexpr uint64_t kResolveBeneath =
-    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+// The beneath-only primitives (isolation/beneath.h), shared with sandbox_fs.cc.
+namespace beneath {
 
 // openat2 fails with EAGAIN when a concurrent rename or mount elsewhere on the
 // system might have let the walk escape; the kernel asks us to retry.
@@ -81,7 +79,7 @@ Status PathError(std::string_view op, std::string_view path, int err) {
 // openat2(dirfd, path) with the beneath-only rules and O_CLOEXEC (and
 // O_NOCTTY) added; `shown` names the path in errors.
 StatusOr<UniqueFd> OpenBeneath(int dirfd, const std::string& path, uint64_t flags, std::string_view shown,
-                               uint64_t resolve = kResolveBeneath) {
+                               uint64_t resolve) {
   struct open_how how;
   std::memset(&how, 0, sizeof how);
   // openat2 refuses (EINVAL) flags that mean nothing with O_PATH, like O_NOCTTY.
@@ -160,6 +158,12 @@ StatusOr<UniqueFd> OpenParent(int root, std::string_view path, bool make_parents
   return cur;
 }
 
+}  // namespace beneath
+
+using namespace beneath;  // NOLINT: this file is their home
+
+namespace {
+
 // A random temporary name for an upload (the sandbox may have planted any
 // name; O_EXCL refuses what exists and a new random name is tried).
 std::string TempName() {
@@ -169,7 +173,7 @@ std::string TempName() {
     std::memcpy(r, &t, sizeof r);
   }
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string s = ".airlock-upload-";
+  std::string s(kUploadTempPrefix);
   for (unsigned char c : r) {
     s += kHex[c >> 4];
     s += kHex[c & 15];
@@ -272,30 +276,6 @@ StatusOr<std::string> ReadSandboxFile(int root, std::string_view path, int64_t m
   out.resize(got);
   return out;
 }
-
-// The calling thread's file-system identity (setfsuid/setfsgid are per
-// thread) set to the sandbox user's for a scope: what is created is made by
-// that user, with that user's permissions and none of ours. Needed, not only
-// polite: a sandbox's tmpfs belongs to its user namespace, where the server's
-// own uid is not mapped, so an inode the server made as itself could not be
-// given an owner there (EOVERFLOW).
-class AsSandboxUser {
- public:
-  AsSandboxUser(uid_t uid, gid_t gid) {
-    old_gid_ = static_cast<gid_t>(::setfsgid(gid));
-    old_uid_ = static_cast<uid_t>(::setfsuid(uid));
-  }
-  ~AsSandboxUser() {
-    ::setfsuid(old_uid_);
-    ::setfsgid(old_gid_);
-  }
-  AsSandboxUser(const AsSandboxUser&) = delete;
-  AsSandboxUser& operator=(const AsSandboxUser&) = delete;
-
- private:
-  uid_t old_uid_;
-  gid_t old_gid_;
-};
 
 SandboxFileWriter::~SandboxFileWriter() { Abort(); }
 

@@ -11,7 +11,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readlinkSync } from "node:fs";
 import net from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -298,6 +298,198 @@ test("files outside /home/user are refused, never read from the host", async () 
   await assert.rejects(sbx.files.read("/home/user/../../etc/passwd"), /\.\.|path/i);
   await assert.rejects(sbx.files.write("/etc/airlock-e2b-test", "x"), /home\/user/);
   assert.equal(existsSync("/etc/airlock-e2b-test"), false);
+});
+
+// --- envd's filesystem calls (Connect: filesystem.Filesystem/*) ---------------
+
+// The inotify instances a server holds (each watch is one), read from /proc.
+function inotifyFds(server) {
+  let n = 0;
+  for (const fd of readdirSync(`/proc/${server.proc.pid}/fd`)) {
+    try { if (readlinkSync(`/proc/${server.proc.pid}/fd/${fd}`) === "anon_inode:inotify") n++; } catch { /* closed */ }
+  }
+  return n;
+}
+
+// Waits (bounded) until `check()` holds; the verdict is the last check.
+async function eventually(check, tries = 100) {
+  for (let i = 0; i < tries && !check(); i++) await new Promise((r) => setTimeout(r, 50));
+  return check();
+}
+
+// A Connect unary call to an E2B server's envd port, as the SDK makes it.
+async function envd(base, method, body, raw = false) {
+  const r = await fetch(`${base}/filesystem.Filesystem/${method}`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: raw ? body : JSON.stringify(body),
+  });
+  return { status: r.status, headers: r.headers, json: await r.json() };
+}
+
+// (On the `general` server: its code may use os freely.)
+test("files.makeDir, getInfo, exists, list with depth, rename and remove", async () => {
+  assert.equal(await k.files.makeDir("tree/a/b"), true);
+  assert.equal(await k.files.makeDir("/home/user/tree/a/b"), false, "already there: false, as E2B's");
+  await k.files.write("tree/a/one.txt", "12345");
+  const info = await k.files.getInfo("tree/a/one.txt");
+  assert.equal(info.type, "file");
+  assert.equal(info.path, "/home/user/tree/a/one.txt");
+  assert.equal(info.size, 5);
+  assert.equal(info.permissions, "-rw-r--r--");
+  assert.equal(info.owner, "user");
+  assert.ok(info.modifiedTime instanceof Date && info.modifiedTime.getTime() > Date.now() - 3600e3);
+  assert.equal((await k.files.getInfo("/home/user/tree")).type, "dir");
+  assert.equal(await k.files.exists("tree/a/none.txt"), false);
+  const one = await k.files.list("tree");
+  assert.deepEqual(one.map((e) => e.name), ["a"]);
+  const all = await k.files.list("/home/user/tree", { depth: 3 });
+  assert.deepEqual(all.map((e) => e.path), ["/home/user/tree/a", "/home/user/tree/a/b", "/home/user/tree/a/one.txt"]);
+  // The code sees what the calls did, and the calls see what the code did.
+  const moved = await k.files.rename("tree/a/one.txt", "tree/moved/two.txt");
+  assert.equal(moved.path, "/home/user/tree/moved/two.txt");
+  const seen = await k.runCode("import os\nopen('tree/made.txt','w').write('x')\nsorted(os.listdir('tree/moved'))");
+  assert.equal(seen.text, "['two.txt']", JSON.stringify(seen.error));
+  assert.equal(await k.files.exists("tree/made.txt"), true);
+  await k.files.remove("tree");
+  assert.equal(await k.files.exists("tree"), false);
+  // The sandbox's /tmp, its other writable directory, is reached the same way.
+  assert.equal(await k.files.makeDir("/tmp/envd-t/x"), true);
+  const tmp = await k.runCode("open('/tmp/envd-t/c.txt','w').write('abc')");
+  assert.equal(tmp.error, undefined, JSON.stringify(tmp.error));
+  assert.deepEqual((await k.files.list("/tmp/envd-t")).map((e) => e.path), ["/tmp/envd-t/c.txt", "/tmp/envd-t/x"]);
+  const c = await k.files.getInfo("/tmp/envd-t/c.txt");
+  assert.equal(c.size, 3);
+  assert.equal(c.owner, "user");
+  await assert.rejects(k.files.rename("/tmp/envd-t/c.txt", "c.txt"), /between \/home\/user and \/tmp/);
+  await k.files.remove("/tmp/envd-t");
+  assert.equal(await k.files.exists("/tmp/envd-t"), false);
+  await k.files.remove("tree");  // nothing there: done, as envd's
+  await assert.rejects(k.files.rename("none.txt", "other.txt"), /not.found|does not exist/i);
+});
+
+test("watchDir streams the writes in a directory, recursively, until stopped", async () => {
+  await k.files.makeDir("watched/sub");
+  const held = inotifyFds(servers[1]);
+  const events = [];
+  const handle = await k.files.watchDir("watched", (e) => events.push(e), { recursive: true });
+  await k.files.write("watched/sub/new.txt", "hello");
+  await k.runCode("import os\nos.mkdir('watched/made')");
+  // (Written once the new directory's CREATE is out: its watch is in place.)
+  assert.ok(await eventually(() => events.some((e) => e.name === "made" && e.type === "create")));
+  await k.runCode("open('watched/made/by_code.txt','w').write('x')");
+  await eventually(() => events.some((e) => e.name === "made/by_code.txt" && e.type === "write"));
+  await handle.stop();
+  assert.ok(await eventually(() => inotifyFds(servers[1]) === held), "the watch is gone with its client");
+  const seen = events.map((e) => `${e.type} ${e.name}`);
+  assert.ok(seen.includes("write sub/new.txt"), seen.join(", "));
+  assert.ok(seen.includes("create made"), seen.join(", "));
+  assert.ok(seen.includes("write made/by_code.txt"), "a directory made after the start is watched too: " + seen.join(", "));
+  assert.ok(!seen.some((e) => e.includes("airlock-upload")), "an upload's temporary file is not reported");
+  await assert.rejects(k.files.watchDir("no/such/dir", () => {}), /not.found|does not exist/i);
+});
+
+test("a symlink planted by code is refused by every filesystem call", async () => {
+  const plant = await k.runCode(
+    "import os\nos.makedirs('trap', exist_ok=True)\nos.symlink('/etc', 'trap/etc')\nos.symlink('/etc/passwd', 'trap/pw')\n" +
+    "os.symlink('../..', 'trap/up')\n'planted'");
+  assert.equal(plant.text, "planted", JSON.stringify(plant.error));
+  const link = await k.files.getInfo("trap/etc");
+  assert.equal(link.type, "symlink", "reported as itself, never followed");
+  assert.equal(link.symlinkTarget, "/etc");
+  assert.equal((await k.files.getInfo("trap/up")).symlinkTarget, "/home");
+  const listed = await k.files.list("trap", { depth: 5 });
+  assert.deepEqual(listed.map((e) => `${e.type} ${e.name}`), ["symlink etc", "symlink pw", "symlink up"], "never entered");
+  await assert.rejects(k.files.list("trap/etc"), /symbolic link|not a directory/i);
+  await assert.rejects(k.files.getInfo("trap/etc/passwd"), /symbolic link/i);
+  await assert.rejects(k.files.rename("trap/etc/passwd", "stolen"), /symbolic link/i);
+  await k.files.write("real.txt", "mine");
+  await assert.rejects(k.files.rename("real.txt", "trap/etc/x"), /symbolic link/i);
+  await assert.rejects(k.files.makeDir("trap/etc/airlock-made"), /symbolic link/i);
+  await assert.rejects(k.files.remove("trap/up/user"), /symbolic link/i);
+  await assert.rejects(k.files.watchDir("trap/etc", () => {}), /symbolic link/i);
+  await assert.rejects(k.files.read("trap/pw"), /symbolic link|symlink/i);
+  assert.equal(existsSync("/etc/airlock-made"), false);
+  // Removing the tree removes the links themselves, never what they name.
+  await k.files.remove("trap");
+  assert.equal(existsSync("/etc/passwd"), true);
+  assert.equal(await k.files.exists("trap"), false);
+});
+
+test("bad envd requests get Connect's errors: paths, depth, JSON, envelopes", async () => {
+  let r = await envd(kernelBase, "ListDir", { path: "/home/user", depth: 10000 });
+  assert.equal(r.status, 400);
+  assert.equal(r.json.code, "invalid_argument");
+  assert.match(r.json.message, /depth 10000/);
+  for (const path of ["/etc", "/home/user/../../etc", "a/../../b", "a\u0000b", "/proc/self/root", "/tmp/../etc", "/tmpx"]) {
+    r = await envd(kernelBase, "Stat", { path });
+    assert.equal(r.status, 400, path);
+    assert.equal(r.json.code, "invalid_argument", path);
+  }
+  r = await envd(kernelBase, "Stat", '{"path": ', true);
+  assert.equal(r.json.code, "invalid_argument");
+  r = await envd(kernelBase, "Stat", { path: 7 });
+  assert.equal(r.json.code, "invalid_argument");
+  r = await envd(kernelBase, "Move", { source: "/home/user", destination: "x" });
+  assert.equal(r.json.code, "invalid_argument");
+  r = await envd(kernelBase, "GetWatcherEvents", { watcherId: "nope" });
+  assert.equal(r.status, 404);
+  assert.equal(r.json.code, "not_found");
+  // A stream's request must be one uncompressed envelope: its refusal is the stream's end.
+  const bad = await fetch(`${kernelBase}/filesystem.Filesystem/WatchDir`, {
+    method: "POST", headers: { "Content-Type": "application/connect+json" }, body: '{"path":"x"}',
+  });
+  assert.equal(bad.status, 200);
+  const end = Buffer.from(await bad.arrayBuffer());
+  assert.equal(end[0], 2, "the end-of-stream flag");
+  assert.equal(JSON.parse(end.subarray(5).toString()).error.code, "invalid_argument");
+});
+
+test("a watcher on a directory filled fast stays bounded and says what it dropped", async () => {
+  await k.files.makeDir("flood");
+  const created = await envd(kernelBase, "CreateWatcher", { path: "/home/user/flood" });
+  assert.equal(created.status, 200, JSON.stringify(created.json));
+  const id = created.json.watcherId;
+  const fill = await k.runCode("for i in range(6000):\n    open(f'flood/f{i}', 'w').close()\n'filled'");
+  assert.equal(fill.text, "filled");
+  let total = 0;
+  let dropped = 0;
+  for (let i = 0; i < 20; i++) {
+    const r = await envd(kernelBase, "GetWatcherEvents", { watcherId: id });
+    assert.equal(r.status, 200);
+    assert.ok(r.json.events.length <= 4096, `one answer holds at most the queue: ${r.json.events.length}`);
+    total += r.json.events.length;
+    dropped += Number(r.headers.get("x-airlock-dropped-events") || 0);
+    if (total + dropped >= 6000) break;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  assert.ok(dropped > 0 || total >= 6000, `every event kept or the drops said: ${total} + ${dropped}`);
+  // A caller's watches are bounded (each is an inotify instance of the host's).
+  const more = [];
+  let refused = null;
+  for (let i = 0; i < 20 && !refused; i++) {
+    const r = await envd(kernelBase, "CreateWatcher", { path: "flood" });
+    if (r.status === 200) more.push(r.json.watcherId);
+    else refused = r;
+  }
+  assert.ok(refused, "the 21st watch was made");
+  assert.equal(refused.json.code, "resource_exhausted");
+  assert.match(refused.json.message, /watches/);
+  for (const w of more) assert.equal((await envd(kernelBase, "RemoveWatcher", { watcherId: w })).status, 200);
+  const gone = await envd(kernelBase, "RemoveWatcher", { watcherId: id });
+  assert.equal(gone.status, 200);
+  assert.equal((await envd(kernelBase, "GetWatcherEvents", { watcherId: id })).json.code, "not_found");
+  await k.files.remove("flood");
+  assert.equal(await k.files.exists("flood"), false);
+  // A watcher ends with its sandbox, and holds nothing after.
+  const last = await envd(kernelBase, "CreateWatcher", { path: "/home/user" });
+  assert.equal(last.status, 200);
+  assert.ok(inotifyFds(servers[1]) >= 1);
+  const contexts = await (await fetch(`${kernelBase}/contexts`)).json();
+  const python = contexts.find((c) => c.language === "python");
+  assert.equal((await fetch(`${kernelBase}/contexts/${python.id}`, { method: "DELETE" })).status, 204);
+  assert.ok(await eventually(() => inotifyFds(servers[1]) === 0), "the watch ended with the sandbox");
+  const after = await envd(kernelBase, "GetWatcherEvents", { watcherId: last.json.watcherId });
+  assert.equal(after.json.code, "not_found");
+  assert.match(after.json.message, /sandbox ended/);
 });
 
 // --- security through the E2B door ------------------------------------------

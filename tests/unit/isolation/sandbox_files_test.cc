@@ -24,6 +24,7 @@
 
 #include "base/unique_fd.h"
 #include "tests/helpers/must_work.h"
+#include "tests/helpers/sandbox_root.h"
 
 namespace airlock::isolation {
 namespace {
@@ -37,34 +38,10 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-void Put(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary);
-  out << data;
-}
+using ::airlock::test::Put;
 
-class SandboxFilesTest : public ::testing::Test {
+class SandboxFilesTest : public ::airlock::test::SandboxRootTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/airlock-sbfiles-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    base_ = tmpl;
-    dir_ = base_ + "/root";
-    ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0);
-    // The sandbox's uid stands for the owner: not root, as in a real run.
-    ASSERT_EQ(::chown(dir_.c_str(), 12345, 23456), 0);
-    outside_ = base_ + "/outside";
-    ASSERT_EQ(::mkdir(outside_.c_str(), 0755), 0);
-    Put(outside_ + "/secret", "HOST-SECRET");
-    root_.reset(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    ASSERT_TRUE(root_);
-  }
-  void TearDown() override {
-    root_.reset();
-    for (const auto& m : mounts_) ::umount2(m.c_str(), MNT_DETACH);
-    std::string cmd = "rm -rf '" + base_ + "'";
-    (void)std::system(cmd.c_str());
-  }
-  std::string In(const std::string& rel) const { return dir_ + "/" + rel; }
   // Nothing outside changed: the host secret is intact and alone.
   void ExpectOutsideUntouched() {
     EXPECT_EQ(Slurp(outside_ + "/secret"), "HOST-SECRET");
@@ -74,10 +51,6 @@ class SandboxFilesTest : public ::testing::Test {
     int64_t total = -1;
     return ReadSandboxFile(root_.get(), p, cap, 0, -1, &total);
   }
-
-  std::string base_, dir_, outside_;
-  UniqueFd root_;
-  std::vector<std::string> mounts_;
 };
 
 TEST_F(SandboxFilesTest, WriteReadListRemoveRoundTrip) {
