@@ -17,7 +17,8 @@ constexpr size_t kPrefixBytes = sizeof(kMetadataXattrPrefix) - 1;
 constexpr size_t kListMax = 64 * 1024;
 
 bool TokenChar(unsigned char c) {
-  return std::isalnum(c) != 0 || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+  // (c != 0: strchr finds the terminating NUL.)
+  return std::isalnum(c) != 0 || (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
 }
 
 // "key" for messages: at most 64 bytes, control and non-ASCII bytes as \xNN.
