@@ -367,6 +367,10 @@ void Connection::Write(const Exchange* ex, Reply reply) {
   error_code ignored;
   stream_.socket().cancel(ignored);  // the disconnect watch
   if (s_.draining) keep_alive_ = false;
+  // An upload refused by its handler before its body was read (a bad path,
+  // an encoding or metadata refused): the body's bytes are still on the
+  // wire, and read as the next request they would be garbage ("xPOST ...").
+  if (!json_ && !upload_ && head_ && !head_->is_done()) keep_alive_ = false;
   const int status = reply.status;
   HeaderList headers = ReplyHeaders(ex_->rq.route, reply, ex_->rq.id, s_.gate.CorsHeaders(ex_->rq.headers.origin));
   auto set_common = [&](auto& res) {

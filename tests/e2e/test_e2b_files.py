@@ -14,6 +14,7 @@ What the sandbox sees is read by code inside it (os.listxattr/os.getxattr throug
 """
 
 import gzip
+import http.client
 import json
 import re
 import time
@@ -40,7 +41,7 @@ def e2b_ports(server):
     return found["code interpreter"], found["envd"]
 
 
-def http(port, method, path, body=None, headers=None):
+def send(port, method, path, body=None, headers=None):
     """One request over a raw socket (http.client refuses some of the headers sent here)."""
     body = body or b""
     head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n".encode()
@@ -71,11 +72,11 @@ class E2bFiles(unittest.TestCase):
             data = gzip.compress(data)
             h["Content-Encoding"] = "gzip"
         h.update(headers or {})
-        return http(self.envd, "POST", f"/files?path={path}", data, h)
+        return send(self.envd, "POST", f"/files?path={path}", data, h)
 
     def run_code(self, code):
         """Runs `code` in the sandbox's default context; returns its stdout."""
-        status, body = http(self.code_port, "POST", "/execute", json.dumps({"code": code}).encode(),
+        status, body = send(self.code_port, "POST", "/execute", json.dumps({"code": code}).encode(),
                             {"Content-Type": "application/json"})
         self.assertEqual(status, 200, body)
         lines = [json.loads(line) for line in body.decode().splitlines() if line.strip().startswith("{")]
@@ -103,7 +104,7 @@ class E2bFiles(unittest.TestCase):
         info = json.loads(body)
         self.assertEqual(info, [{"path": "/home/user/gz/a.txt", "name": "a.txt", "type": "file",
                                  "metadata": {"author": "mish", "purpose": "up"}}])
-        status, got = http(self.envd, "GET", "/files?path=gz/a.txt", headers={"Accept-Encoding": "gzip"})
+        status, got = send(self.envd, "GET", "/files?path=gz/a.txt", headers={"Accept-Encoding": "gzip"})
         self.assertEqual((status, got), (200, content))
         self.assertEqual(self.xattrs("/home/user/gz/a.txt"), {"user.e2b.author": "mish", "user.e2b.purpose": "up"})
         # Overwritten without metadata: none is left.
@@ -118,24 +119,24 @@ class E2bFiles(unittest.TestCase):
             parts += (b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" + name.encode() +
                       b"\"\r\nContent-Type: application/octet-stream\r\n\r\n" + data + b"\r\n")
         parts += b"--B--\r\n"
-        status, body = http(self.envd, "POST", "/files", gzip.compress(parts),
+        status, body = send(self.envd, "POST", "/files", gzip.compress(parts),
                             {"Content-Type": "multipart/form-data; boundary=B", "Content-Encoding": "gzip",
                              "X-Metadata-source": "suite"})
         self.assertEqual(status, 200, body)
         self.assertEqual([f["metadata"] for f in json.loads(body)], [{"source": "suite"}] * 2)
-        self.assertEqual(http(self.envd, "GET", "/files?path=m/two.txt"), (200, b"second file"))
+        self.assertEqual(send(self.envd, "GET", "/files?path=m/two.txt"), (200, b"second file"))
         self.assertEqual(self.xattrs("/home/user/m/one.txt"), {"user.e2b.source": "suite"})
 
     def test_gzip_bomb_stops_at_the_cap(self):
         bomb = gzip.compress(b"\0" * (64 * MAX_FILE), 9)  # 64 MiB of zeros in ~64 KiB
         self.assertLess(len(bomb), MAX_FILE)
-        status, body = http(self.envd, "POST", "/files?path=bomb.bin", bomb,
+        status, body = send(self.envd, "POST", "/files?path=bomb.bin", bomb,
                             {"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
         self.assertEqual(status, 413, body)
         self.assertIn(b"--max-file", body)
         self.assertFalse(self.exists("/home/user/bomb.bin"))
         # Nor through multipart, whose parts the inflated bytes would become.
-        status, body = http(self.envd, "POST", "/files?path=bomb2.bin", bomb,
+        status, body = send(self.envd, "POST", "/files?path=bomb2.bin", bomb,
                             {"Content-Type": "multipart/form-data; boundary=B", "Content-Encoding": "gzip"})
         self.assertIn(status, (400, 413), body)
         self.assertFalse(self.exists("/home/user/bomb2.bin"))
@@ -148,11 +149,11 @@ class E2bFiles(unittest.TestCase):
         self.assertEqual(self.upload("keep.txt", b"original")[0], 200)
         whole = gzip.compress(b"replacement " * 1000)
         for bad in (whole[: len(whole) // 2], whole[:10] + b"\xff" * 40, whole + b"trailing garbage", b"plain text"):
-            status, body = http(self.envd, "POST", "/files?path=keep.txt", bad,
+            status, body = send(self.envd, "POST", "/files?path=keep.txt", bad,
                                 {"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
             self.assertEqual(status, 400, body)
             self.assertIn(b"gzip", body)
-            self.assertEqual(http(self.envd, "GET", "/files?path=keep.txt"), (200, b"original"))
+            self.assertEqual(send(self.envd, "GET", "/files?path=keep.txt"), (200, b"original"))
 
     def test_another_encoding_is_415_naming_gzip(self):
         for encoding in ("br", "deflate", "gzip, br"):
@@ -177,6 +178,24 @@ class E2bFiles(unittest.TestCase):
             status, body = self.upload("invalid.txt", b"x", headers)
             self.assertEqual(status, 400, (list(headers)[:1], body))
         self.assertFalse(self.exists("/home/user/invalid.txt"))
+
+    def test_a_refused_upload_body_is_never_read_as_the_next_request(self):
+        # Refused before its body is read (415, 400): on a kept-alive connection the body's bytes
+        # would otherwise be parsed as the next request ("GET /files..." -> "xGET": 405).
+        conn = http.client.HTTPConnection("127.0.0.1", self.envd, timeout=30)
+        try:
+            for headers in ({"Content-Encoding": "br"}, {"X-Metadata-k": "v" * 5000}):
+                conn.request("POST", "/files?path=ka.txt", body=b"GET /files?path=x HTTP/1.1\r\n\r\n",
+                             headers={"Content-Type": "application/octet-stream", **headers})
+                r = conn.getresponse()
+                r.read()
+                self.assertIn(r.status, (400, 415))
+                conn.request("GET", "/files?path=ka.txt")  # reconnects when the server closed
+                r = conn.getresponse()
+                self.assertEqual(r.status, 404, r.read())
+                r.read()
+        finally:
+            conn.close()
 
     def test_keys_stay_in_the_user_e2b_namespace(self):
         status, body = self.upload("ns.txt", b"x", {"X-Metadata-trusted.overlay.opaque": "y",
