@@ -114,7 +114,6 @@ RequestHead Connection::Head() const {
   h.headers.mcp_version = field("MCP-Protocol-Version", 64);
   h.headers.origin = h.origin;
   h.headers.content_encoding = field(http::field::content_encoding, 64);
-  h.headers.accept_encoding = field(http::field::accept_encoding, 256);
   h.headers.metadata = MetadataHeaders(m);
   return h;
 }

@@ -185,10 +185,9 @@ struct RequestHeaders {
   std::string mcp_version;   // MCP-Protocol-Version
   std::string origin;        // Origin
   std::string content_encoding;  // Content-Encoding (an upload's: "gzip" is inflated)
-  std::string accept_encoding;   // Accept-Encoding
   // E2B's file metadata: each X-Metadata-<key> header as (<key> lowercased,
   // value), the first of a repeated key only, in the order sent. Bounded by
-  // the header's own cap (16 KiB); model::ParseE2bMetadata checks it.
+  // the header's own cap (16 KiB); isolation::CheckSandboxMetadata checks it.
   std::vector<std::pair<std::string, std::string>> metadata;
 };
 
