@@ -3,7 +3,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <limits>
+#include <set>
 
 #include "api/server_state.h"
 #include "base/log.h"
@@ -16,6 +18,23 @@ constexpr size_t kHeaderLimit = 16 * 1024;
 // The piece a file is sent in, an upload read in, a refused body dropped in:
 // what one connection holds of a large transfer.
 constexpr size_t kPiece = kUploadBuffer;
+
+// E2B's X-Metadata-<key> headers (RequestHeaders::metadata): the key
+// lowercased, a repeated key's first value only.
+template <class Fields>
+std::vector<std::pair<std::string, std::string>> MetadataHeaders(const Fields& fields) {
+  constexpr std::string_view kPrefix = "x-metadata-";
+  std::vector<std::pair<std::string, std::string>> out;
+  std::set<std::string> seen;
+  for (const auto& f : fields) {
+    std::string name = ToString(f.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name.size() < kPrefix.size() || name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+    std::string key = name.substr(kPrefix.size());
+    if (seen.insert(key).second) out.emplace_back(std::move(key), ToString(f.value()));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -95,6 +114,8 @@ RequestHead Connection::Head() const {
   h.headers.mcp_version = field("MCP-Protocol-Version", 64);
   h.headers.connect_timeout_ms = field("Connect-Timeout-Ms", 16);
   h.headers.origin = h.origin;
+  h.headers.content_encoding = field(http::field::content_encoding, 64);
+  h.headers.metadata = MetadataHeaders(m);
   return h;
 }
 
@@ -346,6 +367,10 @@ void Connection::Write(const Exchange* ex, Reply reply) {
   error_code ignored;
   stream_.socket().cancel(ignored);  // the disconnect watch
   if (s_.draining) keep_alive_ = false;
+  // An upload refused by its handler before its body was read (a bad path,
+  // an encoding or metadata refused): the body's bytes are still on the
+  // wire, and read as the next request they would be garbage ("xPOST ...").
+  if (!json_ && !upload_ && head_ && !head_->is_done()) keep_alive_ = false;
   const int status = reply.status;
   HeaderList headers = ReplyHeaders(ex_->rq.route, reply, ex_->rq.id, s_.gate.CorsHeaders(ex_->rq.headers.origin));
   auto set_common = [&](auto& res) {

@@ -8,11 +8,13 @@
 
 #include "api/call_driver.h"
 #include "api/exchange.h"
+#include "api/pipeline.h"
 #include "api/query.h"
 #include "api/server_state.h"
 #include "api/session_routes.h"
 #include "api/upload.h"
 #include "isolation/sandbox_files.h"
+#include "isolation/sandbox_xattrs.h"
 #include "model/e2b.h"
 #include "session/session_files.h"
 
@@ -381,14 +383,42 @@ void GetFile(const std::shared_ptr<Exchange>& ex) {
   });
 }
 
+// An upload's Content-Encoding: none (or identity) or gzip; 415 for another.
+std::optional<model::ApiError> UploadEncoding(const RequestHeaders& h, bool* gzip) {
+  std::string enc = h.content_encoding;
+  enc.erase(0, enc.find_first_not_of(" \t"));
+  enc.erase(enc.find_last_not_of(" \t") + 1);
+  std::transform(enc.begin(), enc.end(), enc.begin(), [](unsigned char c) { return std::tolower(c); });
+  *gzip = enc == "gzip" || enc == "x-gzip";
+  if (*gzip || enc.empty() || enc == "identity") return std::nullopt;
+  return model::ApiError{model::ErrorKind::kUnsupportedMediaType,
+                         "Content-Encoding '" + h.content_encoding.substr(0, 40) +
+                             "' is not supported: send the body as it is, or gzip it (Content-Encoding: gzip)",
+                         ""};
+}
+
+// E2B's file metadata, from the X-Metadata-<key> headers, checked (400).
+std::optional<model::ApiError> UploadMetadata(const RequestHeaders& h, isolation::SandboxMetadata* metadata) {
+  for (const auto& [key, value] : h.metadata) metadata->emplace(key, value);
+  if (Status st = isolation::CheckSandboxMetadata(*metadata); !st.ok()) {
+    return model::ApiError{model::ErrorKind::kBadRequest, st.message(), ""};
+  }
+  return std::nullopt;
+}
+
 // What POST /files writes: a raw body to ?path=, or the multipart parts named
-// "file", each to ?path= (one part) or to its filename. The default context is
-// made first (before the body is read), then the body goes to the files as it
-// arrives.
+// "file", each to ?path= (one part) or to its filename; a gzip body inflated
+// as it arrives; the X-Metadata-* headers stored on every file written. The
+// default context is made first (before the body is read), then the body goes
+// to the files as it arrives.
 void PostFile(const std::shared_ptr<Exchange>& ex) {
   std::optional<std::string> e2b_path;
   std::string relative;
+  bool gzip = false;
+  isolation::SandboxMetadata metadata;
   if (auto bad = FilesQuery(ex->rq, false, &e2b_path, &relative)) return ex->Refuse(*bad);
+  if (auto bad = UploadEncoding(ex->rq.headers, &gzip)) return ex->Refuse(*bad);
+  if (auto bad = UploadMetadata(ex->rq.headers, &metadata)) return ex->Refuse(*bad);
   std::string ct = ex->rq.headers.content_type;
   std::transform(ct.begin(), ct.end(), ct.begin(), [](unsigned char c) { return std::tolower(c); });
   const bool raw = ct.rfind("application/octet-stream", 0) == 0;
@@ -401,8 +431,8 @@ void PostFile(const std::shared_ptr<Exchange>& ex) {
     }
   }
   auto shared_reader = std::make_shared<std::unique_ptr<model::MultipartReader>>(std::move(reader));
-  ex->s.e2b->Default(ex->rq.caller.name, [ex, raw, e2b_path, relative, shared_reader](std::optional<std::string> id,
-                                                                                        model::ApiError error) {
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, raw, gzip, metadata, e2b_path, relative, shared_reader](
+                                              std::optional<std::string> id, model::ApiError error) {
     if (!id) return ex->Refuse(error);
     struct Opened {
       std::shared_ptr<BodySink> sink;
@@ -411,7 +441,7 @@ void PostFile(const std::shared_ptr<Exchange>& ex) {
       model::ApiError error;
     };
     ex->OnWorker(
-        [&s = ex->s, id = *id, owner = ex->rq.caller.name, raw, e2b_path, relative, shared_reader] {
+        [&s = ex->s, id = *id, owner = ex->rq.caller.name, raw, gzip, metadata, e2b_path, relative, shared_reader] {
           Opened o;
           std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, id, owner, &o.error);
           if (!root) return o;
@@ -421,18 +451,25 @@ void PostFile(const std::shared_ptr<Exchange>& ex) {
               o.error = session::SessionFileError(w.status());
               return o;
             }
+            (*w)->SetMetadata(metadata);
             o.file = std::make_shared<FileSink>(std::move(*w), s.opt.max_file_bytes);
             o.sink = o.file;
           } else {
             o.parts = std::make_shared<MultipartSink>(std::move(*root), std::move(*shared_reader), e2b_path,
-                                                      s.opt.max_file_bytes);
+                                                      s.opt.max_file_bytes, metadata);
             o.sink = o.parts;
+          }
+          // Inflated as it arrives, under the cap of the body it stands for
+          // (a file; a multipart body's part headers besides).
+          if (gzip) {
+            o.sink = std::make_shared<GzipSink>(
+                o.sink, s.opt.max_file_bytes + (raw ? 0 : static_cast<int64_t>(kMultipartSlack)));
           }
           return o;
         },
-        [ex, relative](Opened o) {
+        [ex, relative, metadata](Opened o) {
           if (!o.sink) return ex->Refuse(o.error);
-          ex->ReadBodyInto(o.sink, [ex, o, relative](Status st) {
+          ex->ReadBodyInto(o.sink, [ex, o, relative, metadata](Status st) {
             if (st.code() == ErrorCode::kCancelled) return ex->Abandon();
             if (!st.ok()) return ex->Refuse(session::SessionFileError(st));
             std::vector<std::string> written;
@@ -440,7 +477,7 @@ void PostFile(const std::shared_ptr<Exchange>& ex) {
             if (o.parts) {
               for (const auto& p : o.parts->written()) written.push_back(model::E2bPathFromSandbox(p));
             }
-            ex->Respond(JsonReply(200, model::E2bWrittenFilesToJson(written)));
+            ex->Respond(JsonReply(200, model::E2bWrittenFilesToJson(written, metadata)));
           });
         });
   });

@@ -185,6 +185,11 @@ struct RequestHeaders {
   std::string mcp_version;   // MCP-Protocol-Version
   std::string origin;        // Origin
   std::string connect_timeout_ms;  // Connect-Timeout-Ms (envd's Connect calls: the call's deadline)
+  std::string content_encoding;  // Content-Encoding (an upload's: "gzip" is inflated)
+  // E2B's file metadata: each X-Metadata-<key> header as (<key> lowercased,
+  // value), the first of a repeated key only, in the order sent. Bounded by
+  // the header's own cap (16 KiB); isolation::CheckSandboxMetadata checks it.
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 // A request as its handler sees it: plain data, copied to a worker thread for

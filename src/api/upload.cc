@@ -19,6 +19,15 @@ Status FileSink::Write(std::string_view bytes) {
 
 Status FileSink::Finish() { return writer_->Commit(&modified_ms_); }
 
+Status GzipSink::Write(std::string_view bytes) {
+  return inflater_.Feed(bytes, [this](std::string_view out) { return inner_->Write(out); });
+}
+
+Status GzipSink::Finish() {
+  RETURN_IF_ERROR(inflater_.Finish());
+  return inner_->Finish();
+}
+
 bool MultipartSink::Fail(Status st) {
   failed_ = std::move(st);
   reader_->Stop(failed_.message());
@@ -54,6 +63,7 @@ bool MultipartSink::OnPartBegin(const model::MultipartPartInfo& part) {
   if (!model::E2bPathToSandbox(target, &relative, &why)) return Fail(Status(ErrorCode::kInvalidArgument, why));
   auto w = isolation::SandboxFileWriter::Open(root_.get(), relative, /*make_parents=*/true);
   if (!w.ok()) return Fail(w.status());
+  (*w)->SetMetadata(metadata_);
   current_ = w->get();
   files_.push_back(std::move(*w));
   return true;

@@ -6,6 +6,9 @@
 //
 //   auto sink = std::make_shared<FileSink>(std::move(writer), max_file_bytes);
 //   ex->ReadBodyInto(sink, [](Status st) { ... sink->size() ... });
+//
+// A body sent with Content-Encoding: gzip goes through a GzipSink first:
+//   ex->ReadBodyInto(std::make_shared<GzipSink>(sink, max_file_bytes), ...);
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include "api/exchange.h"
 #include "base/unique_fd.h"
 #include "isolation/sandbox_files.h"
+#include "model/gzip_inflate.h"
 #include "model/multipart.h"
 
 namespace airlock::api {
@@ -38,15 +42,37 @@ class FileSink : public BodySink {
   int64_t modified_ms_ = 0;
 };
 
+// A gzip body (Content-Encoding: gzip) inflated on its way to `inner`, at
+// most `max_bytes` decompressed bytes in all (413 past them, whatever the
+// compressed size: a gzip bomb stops at the cap); corrupt or truncated gzip
+// is InvalidArgument (400), and `inner` is then never finished (nothing is
+// committed).
+class GzipSink : public BodySink {
+ public:
+  GzipSink(std::shared_ptr<BodySink> inner, int64_t max_bytes)
+      : inner_(std::move(inner)), inflater_(max_bytes, "--max-file") {}
+  Status Write(std::string_view bytes) override;
+  Status Finish() override;
+
+ private:
+  std::shared_ptr<BodySink> inner_;
+  model::GzipInflater inflater_;
+};
+
 // E2B's POST /files in multipart/form-data: each part named "file" goes to
 // `path` (when given: then one part only) or to its filename, E2B paths
 // (model::E2bPathToSandbox). Every file is committed at the end, none when
-// any part fails.
+// any part fails; each with `metadata` (the request's, as E2B applies it to
+// every file of an upload).
 class MultipartSink : public BodySink, private model::MultipartReader::Handler {
  public:
   MultipartSink(UniqueFd root, std::unique_ptr<model::MultipartReader> reader, std::optional<std::string> path,
-                int64_t max_bytes)
-      : root_(std::move(root)), reader_(std::move(reader)), path_(std::move(path)), max_bytes_(max_bytes) {}
+                int64_t max_bytes, isolation::SandboxMetadata metadata = {})
+      : root_(std::move(root)),
+        reader_(std::move(reader)),
+        path_(std::move(path)),
+        max_bytes_(max_bytes),
+        metadata_(std::move(metadata)) {}
   Status Write(std::string_view bytes) override;
   Status Finish() override;
   // The sandbox paths written (relative to the working directory), once finished.
@@ -62,6 +88,7 @@ class MultipartSink : public BodySink, private model::MultipartReader::Handler {
   std::unique_ptr<model::MultipartReader> reader_;
   std::optional<std::string> path_;
   int64_t max_bytes_;
+  isolation::SandboxMetadata metadata_;
   std::vector<std::unique_ptr<isolation::SandboxFileWriter>> files_;
   isolation::SandboxFileWriter* current_ = nullptr;  // the part being written (null: a part not named "file")
   std::vector<std::string> written_;

@@ -353,6 +353,9 @@ Status SandboxFileWriter::Commit(int64_t* modified_ms) {
     if (::fstat(fd_.get(), &st) != 0) return PathError("fstat", path_, errno);
     *modified_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
   }
+  if (Status st = WriteSandboxMetadata(fd_.get(), metadata_); !st.ok()) {
+    return Status(st.code(), "write " + Shown(path_) + ": " + st.message(), st.sys_errno());
+  }
   if (::close(fd_.release()) != 0 && errno != EINTR) return PathError("close", path_, errno);
   if (::renameat(parent_.get(), tmp_.c_str(), parent_.get(), leaf_.c_str()) != 0) {
     return PathError("rename", path_, errno);
@@ -363,9 +366,10 @@ Status SandboxFileWriter::Commit(int64_t* modified_ms) {
 }
 
 Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents,
-                        int64_t* modified_ms) {
+                        int64_t* modified_ms, const SandboxMetadata& metadata) {
   ASSIGN_OR_RETURN(std::unique_ptr<SandboxFileWriter> w, SandboxFileWriter::Open(root, path, make_parents));
   RETURN_IF_ERROR(w->Write(data));
+  w->SetMetadata(metadata);
   return w->Commit(modified_ms);
 }
 

@@ -38,6 +38,7 @@
 #include "base/sandbox_path.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "isolation/sandbox_xattrs.h"
 
 namespace airlock::isolation {
 
@@ -99,6 +100,12 @@ class SandboxFileWriter {
   SandboxFileWriter& operator=(const SandboxFileWriter&) = delete;
 
   Status Write(std::string_view data);  // ResourceExhausted: the sandbox's disk is full
+  // E2B's file metadata (sandbox_xattrs.h; the caller checked it with
+  // CheckSandboxMetadata): set as user.e2b.* attributes on the temporary file
+  // by Commit(), before the rename, so the file never appears without it. A
+  // file written without metadata has none (a new inode: nothing of the file
+  // it replaces is kept).
+  void SetMetadata(SandboxMetadata metadata) { metadata_ = std::move(metadata); }
   // `modified_ms`, when given, gets the new file's mtime (unix milliseconds,
   // as ListSandboxDir reports it).
   Status Commit(int64_t* modified_ms = nullptr);
@@ -114,6 +121,7 @@ class SandboxFileWriter {
   gid_t gid_ = 0;
   int64_t size_ = 0;
   bool committed_ = false;
+  SandboxMetadata metadata_;
 };
 
 // Creates or replaces regular file `path` beneath `root` with `data`, mode 0644,
@@ -125,9 +133,10 @@ class SandboxFileWriter {
 // and renamed over `path`: the write never changes an existing inode (a hard
 // link the sandbox made to another file is cut, not written through), and a
 // reader never sees half a file. `modified_ms`, when given, gets the new
-// file's mtime (unix milliseconds, as ListSandboxDir reports it).
+// file's mtime (unix milliseconds, as ListSandboxDir reports it); `metadata`
+// (checked by the caller) is set on it as SandboxFileWriter::SetMetadata does.
 Status WriteSandboxFile(int root, std::string_view path, std::string_view data, bool make_parents,
-                        int64_t* modified_ms = nullptr);
+                        int64_t* modified_ms = nullptr, const SandboxMetadata& metadata = {});
 
 // Removes the entry `path` beneath `root`: a regular file, symlink, FIFO,
 // socket or device (the entry itself, never what it points to), or an empty

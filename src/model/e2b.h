@@ -74,8 +74,11 @@ std::string E2bEndOfExecution();
 
 // envd's error body: {"message": ..., "code": status}.
 std::string E2bErrorBody(std::string_view message, int code);
-// POST /files' answer: [{"path","name","type":"file"}] per written file.
-std::string E2bWrittenFilesToJson(const std::vector<std::string>& absolute_paths);
+// POST /files' answer: [{"path","name","type":"file","metadata"?}] per
+// written file; "metadata" ({key: value}, what the upload stored on every file
+// it wrote) only when not empty, as envd answers.
+std::string E2bWrittenFilesToJson(const std::vector<std::string>& absolute_paths,
+                                  const std::map<std::string, std::string>& metadata = {});
 
 // An E2B path (absolute under /home/user, the E2B working directory, or
 // relative to it) as a path relative to the session's working directory.

@@ -171,11 +171,14 @@ std::string E2bErrorBody(std::string_view message, int code) {
   return Dump({{"message", std::string(message)}, {"code", code}});
 }
 
-std::string E2bWrittenFilesToJson(const std::vector<std::string>& paths) {
+std::string E2bWrittenFilesToJson(const std::vector<std::string>& paths,
+                                  const std::map<std::string, std::string>& metadata) {
   json list = json::array();
   for (const auto& p : paths) {
     size_t slash = p.rfind('/');
-    list.push_back({{"path", p}, {"name", slash == std::string::npos ? p : p.substr(slash + 1)}, {"type", "file"}});
+    json entry = {{"path", p}, {"name", slash == std::string::npos ? p : p.substr(slash + 1)}, {"type", "file"}};
+    if (!metadata.empty()) entry["metadata"] = metadata;
+    list.push_back(std::move(entry));
   }
   return Dump(list);
 }

@@ -15,6 +15,7 @@
 #include "model/base64.h"
 #include "model/e2b.h"
 #include "model/execute.h"
+#include "model/gzip_inflate.h"
 #include "model/mcp.h"
 #include "model/runner_protocol.h"
 #include "model/session.h"
@@ -202,6 +203,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     std::string rel;
     if (E2bPathToSandbox(input, &rel, &why)) Check(airlock::CheckSandboxPath(rel).ok());
+    // A gzip upload body (Content-Encoding: gzip): never more out than the
+    // cap, the same bytes whole or a byte at a time.
+    GzipInflater whole(4096);
+    std::string out, again;
+    airlock::Status st = whole.Feed(input, [&](std::string_view b) {
+      out.append(b);
+      return airlock::Status::Ok();
+    });
+    if (st.ok()) st = whole.Finish();
+    Check(out.size() <= 4096 && whole.output_bytes() == static_cast<int64_t>(out.size()));
+    GzipInflater bytewise(4096);
+    airlock::Status st2;
+    for (char c : input) {
+      st2 = bytewise.Feed(std::string_view(&c, 1), [&](std::string_view b) {
+        again.append(b);
+        return airlock::Status::Ok();
+      });
+      if (!st2.ok()) break;
+    }
+    if (st2.ok()) st2 = bytewise.Finish();
+    Check(st.ok() == st2.ok() && (!st.ok() || out == again));
   }
 
   // 3. The same bytes as an MCP message (a stdio line or an HTTP body): never a

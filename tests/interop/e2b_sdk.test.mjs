@@ -15,6 +15,7 @@ import { existsSync, readdirSync, readlinkSync } from "node:fs";
 import net from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
 
 import { Sandbox } from "@e2b/code-interpreter";
 
@@ -66,6 +67,7 @@ async function startServer(profile, args, env = process.env) {
 let sbx;          // debug mode, the default ports, profile visualization
 let k;            // the same SDK on the `general` server (sandboxUrl)
 let kernelBase;   // the `general` server's E2B URL
+let kernelEnvd;   // and its envd URL (/files)
 let hostListener; // a TCP listener on the host the sandbox must not reach
 
 before(async () => {
@@ -75,6 +77,7 @@ before(async () => {
   const envdPort = await freePort();
   await startServer("general", ["--e2b-listen", `127.0.0.1:${port},${envdPort}`, "--e2b-profile", "general", "--pool-size", "1"]);
   kernelBase = `http://127.0.0.1:${port}`;
+  kernelEnvd = `http://127.0.0.1:${envdPort}`;
   hostListener = net.createServer((s) => s.end("secret from the host\n"));
   await new Promise((r) => hostListener.listen(0, "127.0.0.1", r));
   sbx = await Sandbox.create({ debug: true });
@@ -490,6 +493,70 @@ test("a watcher on a directory filled fast stays bounded and says what it droppe
   const after = await envd(kernelBase, "GetWatcherEvents", { watcherId: last.json.watcherId });
   assert.equal(after.json.code, "not_found");
   assert.match(after.json.message, /sandbox ended/);
+});
+
+test("files.write with gzip and metadata: inflated, the metadata kept as user.e2b.* attributes", async () => {
+  const content = "gzipped by the SDK\n".repeat(4000);
+  const info = await k.files.write("/home/user/gz/notes.txt", content, { gzip: true, metadata: { author: "airlock" } });
+  assert.equal(info.path, "/home/user/gz/notes.txt");
+  assert.deepEqual(info.metadata, { author: "airlock" });
+  assert.equal(await k.files.read("gz/notes.txt", { gzip: true }), content);
+  const seen = await k.runCode("import os\nsorted((n, os.getxattr('gz/notes.txt', n)) for n in os.listxattr('gz/notes.txt'))");
+  assert.equal(seen.error, undefined, JSON.stringify(seen.error));
+  assert.equal(seen.text, "[('user.e2b.author', b'airlock')]");
+  // Several files, multipart and octet-stream: the same metadata on each; none when overwritten without.
+  for (const useOctetStream of [false, true]) {
+    const many = await k.files.write([{ path: "gz/a.txt", data: "A" }, { path: "gz/b.txt", data: "B" }],
+      { metadata: { source: "sdk" }, useOctetStream });
+    assert.deepEqual(many.map((f) => f.metadata), [{ source: "sdk" }, { source: "sdk" }]);
+  }
+  const plain = await k.files.write("gz/a.txt", "A2");
+  assert.equal(plain.metadata, undefined);
+  const after = await k.runCode("import os\n(os.listxattr('gz/a.txt'), os.listxattr('gz/b.txt'))");
+  assert.equal(after.text, "([], ['user.e2b.source'])");
+});
+
+test("an empty file reads as empty in every format (Content-Length: 0), gzip asked or not", async () => {
+  const made = await k.runCode("open('empty.txt', 'w').close()");
+  assert.equal(made.error, undefined, JSON.stringify(made.error));
+  for (const gzip of [false, true]) {
+    assert.equal(await k.files.read("empty.txt", { format: "text", gzip }), "");
+    const bytes = await k.files.read("empty.txt", { format: "bytes", gzip });
+    assert.ok(bytes instanceof Uint8Array && bytes.length === 0);
+    const blob = await k.files.read("empty.txt", { format: "blob", gzip });
+    assert.ok(blob instanceof Blob && blob.size === 0);
+    const stream = await k.files.read("empty.txt", { format: "stream", gzip });
+    assert.ok(stream instanceof ReadableStream);
+    let n = 0;
+    for await (const chunk of stream) n += chunk.length;
+    assert.equal(n, 0);
+  }
+});
+
+test("gzip uploads are bounded: a bomb is 413 at --max-file, corrupt gzip 400, another encoding 415", async () => {
+  const post = (path, body, headers) => fetch(`${kernelEnvd}/files?path=${path}`, {
+    method: "POST", headers: { "Content-Type": "application/octet-stream", ...headers }, body,
+  });
+  const bomb = gzipSync(Buffer.alloc(64 << 20), { level: 9 });  // 64 MiB of zeros, over the default 32 MiB cap
+  let r = await post("bomb.bin", bomb, { "Content-Encoding": "gzip" });
+  assert.equal(r.status, 413);
+  assert.match((await r.json()).message, /--max-file/);
+  await assert.rejects(k.files.read("bomb.bin"), /not found|does not exist/i);
+  const good = gzipSync(Buffer.from("x".repeat(10000)));
+  r = await post("cut.bin", good.subarray(0, good.length - 12), { "Content-Encoding": "gzip" });
+  assert.equal(r.status, 400);
+  assert.match((await r.json()).message, /gzip/);
+  r = await post("br.bin", "x", { "Content-Encoding": "br" });
+  assert.equal(r.status, 415);
+  assert.match((await r.json()).message, /gzip/);
+  // Metadata the SDK would refuse, sent by hand: refused by the server too, nothing written.
+  r = await post("meta.bin", "x", { "X-Metadata-big": "v".repeat(5000) });
+  assert.equal(r.status, 400);
+  r = await post("meta.bin", "x", { "X-Metadata-k": "caf\u00e9" });
+  assert.equal(r.status, 400);
+  await assert.rejects(k.files.read("meta.bin"), /not found|does not exist/i);
+  const ok = await k.runCode("'still alive'");
+  assert.equal(ok.text, "still alive");
 });
 
 // --- security through the E2B door ------------------------------------------
