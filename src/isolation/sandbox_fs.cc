@@ -13,6 +13,7 @@
 
 #include "base/sandbox_path.h"
 #include "isolation/beneath.h"
+#include "isolation/sandbox_xattrs.h"
 
 namespace airlock::isolation {
 namespace {
@@ -23,10 +24,6 @@ using beneath::PathError;
 using beneath::Shown;
 using beneath::SplitParent;
 
-constexpr std::string_view kMetadataPrefix = "user.e2b.";
-// The names of an entry's extended attributes read at most (a listing of
-// thousands of files reads each one's).
-constexpr size_t kMaxXattrList = 16 * 1024;
 constexpr int kMaxRemoveDepth = 64;
 
 struct DirCloser {
@@ -51,29 +48,13 @@ std::string NameOf(unsigned id, unsigned user) {
   return std::to_string(id);
 }
 
-// The user.e2b.* attributes of the entry open as O_PATH fd `fd`. An O_PATH fd
-// has no f*xattr calls: its /proc/self/fd link names exactly that inode (the
-// magic link is the kernel's, not a path the sandbox can redirect).
+// The user.e2b.* attributes of the entry (isolation/sandbox_xattrs.h: bounded,
+// what is over the bounds left out).
 std::vector<std::pair<std::string, std::string>> ReadMetadata(int fd) {
-  std::vector<std::pair<std::string, std::string>> out;
-  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  std::string names(kMaxXattrList, '\0');
-  ssize_t n = ::listxattr(proc.c_str(), names.data(), names.size());
-  if (n <= 0) return out;  // none, not supported, or more names than we read (ERANGE): none reported
-  names.resize(static_cast<size_t>(n));
-  for (size_t start = 0; start < names.size() && out.size() < kMaxMetadataKeys;) {
-    size_t end = names.find('\0', start);
-    if (end == std::string::npos) end = names.size();
-    std::string_view key(names.data() + start, end - start);
-    start = end + 1;
-    if (key.size() <= kMetadataPrefix.size() || key.substr(0, kMetadataPrefix.size()) != kMetadataPrefix) continue;
-    std::string value(kMaxMetadataValue, '\0');
-    ssize_t v = ::getxattr(proc.c_str(), std::string(key).c_str(), value.data(), value.size());
-    if (v < 0) continue;  // gone meanwhile, or larger than we report
-    value.resize(static_cast<size_t>(v));
-    out.emplace_back(std::string(key.substr(kMetadataPrefix.size())), std::move(value));
-  }
-  return out;
+  bool truncated = false;
+  auto m = ReadSandboxMetadata(fd, &truncated);
+  if (!m.ok()) return {};
+  return {m->begin(), m->end()};
 }
 
 // The entry `leaf` of directory `dir` (lstat), named `path`. NotFound when it

@@ -46,13 +46,9 @@ struct FsEntry {
   int32_t mtime_ns = 0;
   std::optional<std::string> symlink_target;  // readlinkat's bytes, as written (may be relative)
   // The entry's `user.e2b.*` extended attributes, the prefix stripped (files
-  // and directories only; at most kMaxMetadataKeys, values at most
-  // kMaxMetadataValue bytes: larger ones are left out).
+  // and directories only; bounded as isolation/sandbox_xattrs.h reads them).
   std::vector<std::pair<std::string, std::string>> metadata;
 };
-
-inline constexpr size_t kMaxMetadataKeys = 64;
-inline constexpr size_t kMaxMetadataValue = 4096;
 
 // "-rw-r--r--", "drwxr-xr-x", "Lrwxrwxrwx": Go's FileMode.String(), which
 // envd reports (setuid/setgid/sticky as u/g/t before the type).

@@ -3,6 +3,7 @@
 // directory (planted symlinks, deep trees, floods). Runs as root on a plain
 // temp dir standing in for the sandbox's /home/user, owned by a non-root uid.
 #include "isolation/sandbox_fs.h"
+#include "isolation/sandbox_xattrs.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -177,7 +178,7 @@ TEST_F(SandboxFsTest, MetadataIsTheE2bXattrsWithThePrefixStripped) {
   }
   ASSERT_EQ(::setxattr(In("m.txt").c_str(), "user.other", "no", 2, 0), 0);
   // A value past the bound is left out (where the file system can hold one).
-  std::string big(kMaxMetadataValue + 1, 'x');
+  std::string big(kMaxMetadataBytes + 1, 'x');
   (void)::setxattr(In("m.txt").c_str(), "user.e2b.big", big.data(), big.size(), 0);
   auto e = StatSandboxEntry(root_.get(), "m.txt");
   ASSERT_TRUE(e.ok());
