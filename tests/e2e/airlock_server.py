@@ -516,7 +516,9 @@ class AirlockServer:
         if not os.path.exists(self.audit_path):
             return []
         with open(self.audit_path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+            # A record the server is still appending (no newline yet) is read next time: a
+            # reader can see a write half done.
+            return [json.loads(line) for line in f if line.strip() and line.endswith("\n")]
 
     def wait_for_audit(self, predicate, timeout=10):
         deadline = time.monotonic() + timeout
