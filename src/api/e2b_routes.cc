@@ -331,11 +331,11 @@ void DeleteContext(const std::shared_ptr<Exchange>& ex) {
 }
 
 // ---------------------------------------------------------------------------
-// /files: the default context's working directory.
+// /files: the default sandbox's /home/user and /tmp.
 
-// ?path= (and ?username=, which must be E2B's one user); the sandbox path.
+// ?path= (and ?username=, which must be E2B's one user); where it is.
 std::optional<model::ApiError> FilesQuery(const Request& rq, bool path_required, std::optional<std::string>* e2b_path,
-                                          std::string* relative) {
+                                          model::E2bPlace* place) {
   bool malformed = false;
   *e2b_path = QueryParam(rq.query, "path", &malformed);
   if (malformed) return model::ApiError{model::ErrorKind::kBadRequest, "the path parameter has a malformed %-escape", ""};
@@ -349,21 +349,22 @@ std::optional<model::ApiError> FilesQuery(const Request& rq, bool path_required,
     return std::nullopt;
   }
   std::string why;
-  if (!model::E2bPathToSandbox(**e2b_path, relative, &why)) return model::ApiError{model::ErrorKind::kBadRequest, why, ""};
+  if (!model::E2bPathToPlace(**e2b_path, place, &why)) return model::ApiError{model::ErrorKind::kBadRequest, why, ""};
   return std::nullopt;
 }
 
 void GetFile(const std::shared_ptr<Exchange>& ex) {
   std::optional<std::string> e2b_path;
-  std::string relative;
-  if (auto bad = FilesQuery(ex->rq, true, &e2b_path, &relative)) return ex->Refuse(*bad);
-  ex->s.e2b->Default(ex->rq.caller.name, [ex, relative](std::optional<std::string> id, model::ApiError error) {
+  model::E2bPlace place;
+  if (auto bad = FilesQuery(ex->rq, true, &e2b_path, &place)) return ex->Refuse(*bad);
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, place](std::optional<std::string> id, model::ApiError error) {
     if (!id) return ex->Refuse(error);
     ex->OnWorker(
-        [&s = ex->s, id = *id, owner = ex->rq.caller.name, relative, rq = ex->rq] {
+        [&s = ex->s, id = *id, owner = ex->rq.caller.name, place, rq = ex->rq] {
           model::ApiError e;
-          std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, id, owner, &e);
+          std::optional<UniqueFd> root = session::OpenSessionDir(*s.session_mgr, id, owner, place.dir(), &e);
           if (!root) return RefusalFor(rq, e);
+          const std::string& relative = place.relative;
           auto f = isolation::OpenSandboxFile(root->get(), relative);
           if (!f.ok()) return RefusalFor(rq, session::SessionFileError(f.status()));
           if (f->size > s.opt.max_file_bytes) {
@@ -413,10 +414,10 @@ std::optional<model::ApiError> UploadMetadata(const RequestHeaders& h, isolation
 // to the files as it arrives.
 void PostFile(const std::shared_ptr<Exchange>& ex) {
   std::optional<std::string> e2b_path;
-  std::string relative;
+  model::E2bPlace place;
   bool gzip = false;
   isolation::SandboxMetadata metadata;
-  if (auto bad = FilesQuery(ex->rq, false, &e2b_path, &relative)) return ex->Refuse(*bad);
+  if (auto bad = FilesQuery(ex->rq, false, &e2b_path, &place)) return ex->Refuse(*bad);
   if (auto bad = UploadEncoding(ex->rq.headers, &gzip)) return ex->Refuse(*bad);
   if (auto bad = UploadMetadata(ex->rq.headers, &metadata)) return ex->Refuse(*bad);
   std::string ct = ex->rq.headers.content_type;
@@ -431,7 +432,7 @@ void PostFile(const std::shared_ptr<Exchange>& ex) {
     }
   }
   auto shared_reader = std::make_shared<std::unique_ptr<model::MultipartReader>>(std::move(reader));
-  ex->s.e2b->Default(ex->rq.caller.name, [ex, raw, gzip, metadata, e2b_path, relative, shared_reader](
+  ex->s.e2b->Default(ex->rq.caller.name, [ex, raw, gzip, metadata, e2b_path, place, shared_reader](
                                               std::optional<std::string> id, model::ApiError error) {
     if (!id) return ex->Refuse(error);
     struct Opened {
@@ -441,12 +442,12 @@ void PostFile(const std::shared_ptr<Exchange>& ex) {
       model::ApiError error;
     };
     ex->OnWorker(
-        [&s = ex->s, id = *id, owner = ex->rq.caller.name, raw, gzip, metadata, e2b_path, relative, shared_reader] {
+        [&s = ex->s, id = *id, owner = ex->rq.caller.name, raw, gzip, metadata, e2b_path, place, shared_reader] {
           Opened o;
-          std::optional<UniqueFd> root = session::OpenSessionRoot(*s.session_mgr, id, owner, &o.error);
-          if (!root) return o;
           if (raw) {
-            auto w = isolation::SandboxFileWriter::Open(root->get(), relative, /*make_parents=*/true);
+            std::optional<UniqueFd> root = session::OpenSessionDir(*s.session_mgr, id, owner, place.dir(), &o.error);
+            if (!root) return o;
+            auto w = isolation::SandboxFileWriter::Open(root->get(), place.relative, /*make_parents=*/true);
             if (!w.ok()) {
               o.error = session::SessionFileError(w.status());
               return o;
@@ -455,8 +456,13 @@ void PostFile(const std::shared_ptr<Exchange>& ex) {
             o.file = std::make_shared<FileSink>(std::move(*w), s.opt.max_file_bytes);
             o.sink = o.file;
           } else {
-            o.parts = std::make_shared<MultipartSink>(std::move(*root), std::move(*shared_reader), e2b_path,
-                                                      s.opt.max_file_bytes, metadata);
+            // Each part may go to /home/user or /tmp (its filename, or ?path=).
+            std::optional<UniqueFd> home = session::OpenSessionDir(*s.session_mgr, id, owner, "/home/user", &o.error);
+            if (!home) return o;
+            std::optional<UniqueFd> tmp = session::OpenSessionDir(*s.session_mgr, id, owner, "/tmp", &o.error);
+            if (!tmp) return o;
+            o.parts = std::make_shared<MultipartSink>(std::move(*home), std::move(*tmp), std::move(*shared_reader),
+                                                      e2b_path, s.opt.max_file_bytes, metadata);
             o.sink = o.parts;
           }
           // Inflated as it arrives, under the cap of the body it stands for
@@ -467,16 +473,14 @@ void PostFile(const std::shared_ptr<Exchange>& ex) {
           }
           return o;
         },
-        [ex, relative, metadata](Opened o) {
+        [ex, place, metadata](Opened o) {
           if (!o.sink) return ex->Refuse(o.error);
-          ex->ReadBodyInto(o.sink, [ex, o, relative, metadata](Status st) {
+          ex->ReadBodyInto(o.sink, [ex, o, place, metadata](Status st) {
             if (st.code() == ErrorCode::kCancelled) return ex->Abandon();
             if (!st.ok()) return ex->Refuse(session::SessionFileError(st));
             std::vector<std::string> written;
-            if (o.file) written.push_back(model::E2bPathFromSandbox(relative));
-            if (o.parts) {
-              for (const auto& p : o.parts->written()) written.push_back(model::E2bPathFromSandbox(p));
-            }
+            if (o.file) written.push_back(place.e2b_path());
+            if (o.parts) written = o.parts->written();
             ex->Respond(JsonReply(200, model::E2bWrittenFilesToJson(written, metadata)));
           });
         });

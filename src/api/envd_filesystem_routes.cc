@@ -87,15 +87,7 @@ std::optional<model::ApiError> Resolve(const std::string& path, const char* fiel
 // file routes open it (session::OpenSessionRoot, isolation::OpenRunDir).
 std::optional<UniqueFd> OpenBase(ServerState& s, const std::string& id, const std::string& owner,
                                  const std::string& base, model::ApiError* error) {
-  if (base == kHome) return session::OpenSessionRoot(*s.session_mgr, id, owner, error);
-  std::shared_ptr<session::LiveSession> live = s.session_mgr->Live(id, owner, error);
-  if (!live) return std::nullopt;
-  auto dir = isolation::OpenRunDir(live->init_pid(), live->pidfd(), base);
-  if (!dir.ok()) {
-    *error = model::ApiError{model::ErrorKind::kGone, "the sandbox's " + base + " is gone: " + dir.status().ToString(), ""};
-    return std::nullopt;
-  }
-  return std::move(*dir);
+  return session::OpenSessionDir(*s.session_mgr, id, owner, base, error);
 }
 
 model::RequestCaps Caps(const ServerState& s) {

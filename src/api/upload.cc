@@ -45,7 +45,7 @@ Status MultipartSink::Finish() {
   if (!reader_->Finish(*this)) return Status(ErrorCode::kInvalidArgument, reader_->error());
   if (files_.empty()) return Status(ErrorCode::kInvalidArgument, "no multipart field named 'file'");
   for (auto& f : files_) RETURN_IF_ERROR(f->Commit());
-  for (auto& f : files_) written_.push_back(f->path());
+  written_ = places_;
   return Status::Ok();
 }
 
@@ -59,13 +59,16 @@ bool MultipartSink::OnPartBegin(const model::MultipartPartInfo& part) {
   if (target.empty()) {
     return Fail(Status(ErrorCode::kInvalidArgument, "an uploaded file has neither ?path= nor a filename"));
   }
-  std::string relative, why;
-  if (!model::E2bPathToSandbox(target, &relative, &why)) return Fail(Status(ErrorCode::kInvalidArgument, why));
-  auto w = isolation::SandboxFileWriter::Open(root_.get(), relative, /*make_parents=*/true);
+  model::E2bPlace place;
+  std::string why;
+  if (!model::E2bPathToPlace(target, &place, &why)) return Fail(Status(ErrorCode::kInvalidArgument, why));
+  auto w = isolation::SandboxFileWriter::Open(place.tmp ? tmp_.get() : root_.get(), place.relative,
+                                              /*make_parents=*/true);
   if (!w.ok()) return Fail(w.status());
   (*w)->SetMetadata(metadata_);
   current_ = w->get();
   files_.push_back(std::move(*w));
+  places_.push_back(place.e2b_path());
   return true;
 }
 

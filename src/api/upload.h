@@ -66,16 +66,19 @@ class GzipSink : public BodySink {
 // every file of an upload).
 class MultipartSink : public BodySink, private model::MultipartReader::Handler {
  public:
-  MultipartSink(UniqueFd root, std::unique_ptr<model::MultipartReader> reader, std::optional<std::string> path,
-                int64_t max_bytes, isolation::SandboxMetadata metadata = {})
-      : root_(std::move(root)),
+  // `home`, `tmp`: the sandbox's /home/user and /tmp (each part's E2B path
+  // names one: model::E2bPathToPlace).
+  MultipartSink(UniqueFd home, UniqueFd tmp, std::unique_ptr<model::MultipartReader> reader,
+                std::optional<std::string> path, int64_t max_bytes, isolation::SandboxMetadata metadata = {})
+      : root_(std::move(home)),
+        tmp_(std::move(tmp)),
         reader_(std::move(reader)),
         path_(std::move(path)),
         max_bytes_(max_bytes),
         metadata_(std::move(metadata)) {}
   Status Write(std::string_view bytes) override;
   Status Finish() override;
-  // The sandbox paths written (relative to the working directory), once finished.
+  // The E2B paths written (/home/user/... or /tmp/...), once finished.
   const std::vector<std::string>& written() const { return written_; }
 
  private:
@@ -84,13 +87,14 @@ class MultipartSink : public BodySink, private model::MultipartReader::Handler {
   bool OnPartEnd() override;
   bool Fail(Status st);
 
-  UniqueFd root_;
+  UniqueFd root_, tmp_;
   std::unique_ptr<model::MultipartReader> reader_;
   std::optional<std::string> path_;
   int64_t max_bytes_;
   isolation::SandboxMetadata metadata_;
   std::vector<std::unique_ptr<isolation::SandboxFileWriter>> files_;
   isolation::SandboxFileWriter* current_ = nullptr;  // the part being written (null: a part not named "file")
+  std::vector<std::string> places_;  // each file's E2B path, in the order of files_
   std::vector<std::string> written_;
   Status failed_;
 };

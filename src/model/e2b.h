@@ -82,11 +82,22 @@ std::string E2bWrittenFilesToJson(const std::vector<std::string>& absolute_paths
 
 // An E2B path (absolute under /home/user, the E2B working directory, or
 // relative to it) as a path relative to the session's working directory.
-// Also takes /tmp/... (the working directory's own name inside the sandbox).
 // False with *error for any other absolute path, "/home/user" itself, or a
-// path CheckSandboxPath refuses.
+// path CheckSandboxPath refuses (/tmp/...: E2bPathToPlace).
 bool E2bPathToSandbox(std::string_view e2b_path, std::string* relative, std::string* error);
 // The E2B path of a relative sandbox path: "/home/user/" + relative.
 std::string E2bPathFromSandbox(std::string_view relative);
+
+// A path of E2B's files API in one of the sandbox's two writable
+// directories: /home/user (absolute, or relative to it) or /tmp.
+struct E2bPlace {
+  bool tmp = false;      // beneath /tmp, else /home/user
+  std::string relative;  // beneath that directory (CheckSandboxPath holds)
+  const char* dir() const { return tmp ? "/tmp" : "/home/user"; }
+  std::string e2b_path() const { return std::string(dir()) + "/" + relative; }
+};
+// As E2bPathToSandbox, also taking /tmp/... . False with *error for any other
+// absolute path, either directory itself, or a path CheckSandboxPath refuses.
+bool E2bPathToPlace(std::string_view e2b_path, E2bPlace* place, std::string* error);
 
 }  // namespace airlock::model

@@ -206,4 +206,24 @@ bool E2bPathToSandbox(std::string_view p, std::string* relative, std::string* er
 
 std::string E2bPathFromSandbox(std::string_view relative) { return std::string(kHome) + "/" + std::string(relative); }
 
+bool E2bPathToPlace(std::string_view p, E2bPlace* place, std::string* error) {
+  constexpr std::string_view kTmp = "/tmp/";
+  if (p.substr(0, kTmp.size()) != kTmp) {
+    place->tmp = false;
+    if (!E2bPathToSandbox(p, &place->relative, error)) {
+      *error += " (or under /tmp, the sandbox's other writable directory)";
+      return false;
+    }
+    return true;
+  }
+  std::string_view rel = p.substr(kTmp.size());
+  if (Status s = CheckSandboxPath(rel); !s.ok()) {
+    *error = s.message();
+    return false;
+  }
+  place->tmp = true;
+  place->relative = std::string(rel);
+  return true;
+}
+
 }  // namespace airlock::model

@@ -29,6 +29,19 @@ std::optional<UniqueFd> OpenSessionRoot(SessionManager& manager, const std::stri
   return std::move(*root);
 }
 
+std::optional<UniqueFd> OpenSessionDir(SessionManager& manager, const std::string& id, const std::string& owner,
+                                       std::string_view dir, model::ApiError* error) {
+  if (dir == isolation::kWorkspaceDir) return OpenSessionRoot(manager, id, owner, error);
+  std::shared_ptr<LiveSession> live = manager.Live(id, owner, error);
+  if (!live) return std::nullopt;
+  auto root = isolation::OpenRunDir(live->init_pid(), live->pidfd(), dir);
+  if (!root.ok()) {
+    *error = {model::ErrorKind::kGone, "the sandbox's " + std::string(dir) + " is gone: " + root.status().ToString(), ""};
+    return std::nullopt;
+  }
+  return std::move(*root);
+}
+
 model::ApiError SessionFileError(const Status& s, std::string_view path) {
   model::ErrorKind kind = model::ErrorKind::kInternal;
   switch (s.code()) {

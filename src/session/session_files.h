@@ -35,6 +35,13 @@ model::ApiError SessionFileError(const Status& s, std::string_view path = {});
 std::optional<UniqueFd> OpenSessionRoot(SessionManager& manager, const std::string& id, const std::string& owner,
                                         model::ApiError* error);
 
+// The session's directory `dir` as the sandbox sees it: "/home/user" (its
+// working directory: OpenSessionRoot) or "/tmp", opened through its init's
+// root with no symlink followed (isolation::OpenRunDir). Errors as
+// OpenSessionRoot's.
+std::optional<UniqueFd> OpenSessionDir(SessionManager& manager, const std::string& id, const std::string& owner,
+                                       std::string_view dir, model::ApiError* error);
+
 bool WriteSessionFile(SessionManager& manager, const std::string& id, const std::string& owner,
                       std::string_view path, std::string_view data, int64_t max_bytes, model::ApiError* error);
 

@@ -276,6 +276,27 @@ test("a created context shares the sandbox's files; a second one of a language m
   assert.ok(![ctx.id, tmp.id, js.id].some((id) => listed.includes(id)), JSON.stringify(listed));
 });
 
+// `general` (the second server): /files reaches the sandbox's /tmp too, as E2B's does.
+test("files.write and files.read reach /tmp; a link planted there is never followed", async () => {
+  const info = await k.files.write("/tmp/from-sdk/t.txt", "in tmp");
+  assert.equal(info.path, "/tmp/from-sdk/t.txt");
+  assert.equal((await k.runCode("open('/tmp/from-sdk/t.txt').read()")).text, "in tmp");
+  await k.runCode("open('/tmp/by-code.txt', 'w').write('code wrote')");
+  assert.equal(await k.files.read("/tmp/by-code.txt"), "code wrote");
+  // One multipart body, parts in both directories.
+  const many = await k.files.write([{ path: "/tmp/m1.txt", data: "one" }, { path: "/home/user/m2.txt", data: "two" }]);
+  assert.deepEqual(many.map((w) => w.path), ["/tmp/m1.txt", "/home/user/m2.txt"]);
+  assert.equal((await k.runCode("open('/tmp/m1.txt').read() + open('m2.txt').read()")).text, "onetwo");
+  // A symlink the code plants in /tmp (to a file outside, to the host's /etc) is refused both ways.
+  await k.runCode("import os\nos.symlink('/etc/passwd', '/tmp/pw')\nos.symlink('/etc', '/tmp/etcdir')");
+  await assert.rejects(k.files.read("/tmp/pw"), /symlink|not a regular file|409|400/i);
+  await assert.rejects(k.files.write("/tmp/pw", "x"), /symlink|not a regular file|409|400/i);
+  await assert.rejects(k.files.write("/tmp/etcdir/x", "x"), /symlink|not a directory|409|400|404/i);
+  await assert.rejects(k.files.read("/tmp/../etc/passwd"), /\.\.|path/i);
+  // The link is still a link (nothing was written through or over it).
+  assert.equal((await k.runCode("import os; os.readlink('/tmp/pw')")).text, "/etc/passwd");
+});
+
 test("files.write then the code reads the file", async () => {
   const info = await sbx.files.write("/home/user/data/input.csv", "a,b\n1,2\n3,4\n");
   assert.equal(info.path, "/home/user/data/input.csv");

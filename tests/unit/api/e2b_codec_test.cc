@@ -160,6 +160,27 @@ TEST(E2bPaths, HomeUserIsTheWorkingDirectoryAndNothingElseIsReached) {
   EXPECT_EQ(E2bPathFromSandbox("a/b.txt"), "/home/user/a/b.txt");
 }
 
+TEST(E2bPaths, FilesReachTmpToo) {
+  E2bPlace p;
+  std::string why;
+  ASSERT_TRUE(E2bPathToPlace("/tmp/a/b.txt", &p, &why)) << why;
+  EXPECT_TRUE(p.tmp);
+  EXPECT_EQ(p.relative, "a/b.txt");
+  EXPECT_EQ(p.e2b_path(), "/tmp/a/b.txt");
+  ASSERT_TRUE(E2bPathToPlace("/home/user/c.txt", &p, &why));
+  EXPECT_FALSE(p.tmp);
+  EXPECT_EQ(p.e2b_path(), "/home/user/c.txt");
+  ASSERT_TRUE(E2bPathToPlace("rel/d.txt", &p, &why));
+  EXPECT_FALSE(p.tmp);
+  EXPECT_EQ(p.relative, "rel/d.txt");
+  for (const char* bad : {"/tmp", "/tmp/", "/tmp/../etc/passwd", "/tmp//x", "/tmpx/a", "/tmp/a/./b", "/etc/x",
+                          "/var/tmp/x", "/home/user"}) {
+    EXPECT_FALSE(E2bPathToPlace(bad, &p, &why)) << bad;
+    EXPECT_FALSE(why.empty());
+  }
+  EXPECT_FALSE(E2bPathToPlace(std::string_view("/tmp/a\0b", 8), &p, &why));  // a NUL
+}
+
 TEST(Multipart, ParsesTheSdkUpload) {
   std::string body =
       "--b0undary\r\n"
