@@ -280,24 +280,28 @@ void ListPage(const std::shared_ptr<Exchange>& ex, const PageRequest& page) {
   ex->Respond(std::move(r));
 }
 
-// A context's session restarts: every interpreter of its sandbox (a context of
-// another language than Python shares its session's).
-Reply RestartContext(ServerState& s, const Request& rq) {
-  model::ApiError error;
-  const std::string context = s.e2b->ContextIdOf(rq.param);
-  const bool done = context.empty() ? s.session_mgr->Restart(SessionOfContext(rq.param), rq.caller.name, &error).has_value()
-                                    : s.session_mgr->RestartContext(SessionOfContext(rq.param), rq.caller.name,
-                                                                    context, &error)
-                                          .has_value();
-  if (!done) return RefusalFor(rq, error);
-  return JsonReply(204, "");
+// A context made by POST /contexts: a fresh interpreter of it; a default
+// context: its session's interpreters (a context of another language than
+// Python shares its session's). The context is looked up on the loop (the
+// contexts are the loop's), the restart done on a worker.
+void RestartContext(const std::shared_ptr<Exchange>& ex) {
+  ex->OnWorker(
+      [&s = ex->s, rq = ex->rq, context = ex->s.e2b->ContextIdOf(ex->rq.param)] {
+        model::ApiError error;
+        const std::string session = SessionOfContext(rq.param);
+        const bool done = context.empty()
+                              ? s.session_mgr->Restart(session, rq.caller.name, &error).has_value()
+                              : s.session_mgr->RestartContext(session, rq.caller.name, context, &error).has_value();
+        return done ? JsonReply(204, "") : RefusalFor(rq, error);
+      },
+      [ex](Reply r) { ex->Respond(std::move(r)); });
 }
 
 void DeleteContext(const std::shared_ptr<Exchange>& ex) {
   const std::string session = SessionOfContext(ex->rq.param);
   if (std::string context = ex->s.e2b->ContextIdOf(ex->rq.param); !context.empty()) {
-    // A context of its own: its interpreter ends.
-    ex->s.e2b->Forget(ex->rq.param);
+    // A context of its own: its interpreter ends (forgotten once it did: a
+    // busy one is refused and stays).
     return ex->OnWorker(
         [&s = ex->s, session, owner = ex->rq.caller.name, context] {
           model::ApiError error;
@@ -308,6 +312,7 @@ void DeleteContext(const std::shared_ptr<Exchange>& ex) {
         },
         [ex](std::pair<bool, model::ApiError> r) {
           if (!r.first) return ex->Refuse(r.second);
+          ex->s.e2b->Forget(ex->rq.param);
           ex->Respond(JsonReply(204, ""));
         });
   }
@@ -501,8 +506,8 @@ std::vector<Route> E2bContexts::Table() {
       SmallJson(Row("POST", "/contexts", kRun, O::kCaller, B::kJson, RunsOn::kDriver, P::kJson, A::kRequest,
                     &NewContext)),
       Row("GET", "/contexts", kRun, O::kCaller, B::kNone, RunsOn::kDriver, P::kJson, A::kRequest, &ListContexts),
-      Row("POST", "/contexts/{id}/restart", kRun, O::kContext, B::kNone, RunsOn::kWorker, P::kJson, A::kRequest,
-          nullptr, &RestartContext),
+      Row("POST", "/contexts/{id}/restart", kRun, O::kContext, B::kNone, RunsOn::kDriver, P::kJson, A::kRequest,
+          &RestartContext),
       Row("DELETE", "/contexts/{id}", kRun, O::kContext, B::kNone, RunsOn::kDriver, P::kJson, A::kRequest,
           &DeleteContext),
       Row("GET", "/files", kRun, O::kCaller, B::kNone, RunsOn::kDriver, P::kSandboxBytes, A::kRequest, &GetFile),

@@ -10,7 +10,7 @@
 //   POST   /contexts                 {language?, cwd?} -> {id, language, cwd}: a new      (driver)
 //                                    interpreter in the default sandbox
 //   GET    /contexts[?limit&cursor]  [{id, language, cwd}] (X-Next-Cursor on a page)     (loop)
-//   POST   /contexts/{id}/restart    a fresh interpreter (files kept)                    (worker)
+//   POST   /contexts/{id}/restart    a fresh interpreter (files kept)                    (driver)
 //   DELETE /contexts/{id}                                                                (driver)
 //   GET    /files?path=P             the file's bytes, streamed (sandbox bytes)          (driver)
 //   POST   /files?path=P             multipart/form-data field "file" (or a raw

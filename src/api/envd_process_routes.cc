@@ -157,10 +157,11 @@ Target FindProcess(ServerState& s, const std::string& id, const std::string& own
   return t;
 }
 
-// Watches a process from now on: its hub, its driver (own_deadline_s > 0:
+// Watches a process from now on (started_here: by this call): its hub, its driver (own_deadline_s > 0:
 // the process is killed then), and `ex` its first stream.
 void Watch(const std::shared_ptr<Exchange>& ex, const std::string& session, std::shared_ptr<exec::Sandbox> sandbox,
-           std::shared_ptr<exec::Process> process, double own_deadline_s, double stream_deadline_s) {
+           std::shared_ptr<exec::Process> process, double own_deadline_s, double stream_deadline_s,
+           bool started_here) {
   ServerState& s = ex->s;
   const pid_t pid = process->pid();
   auto hub = std::make_shared<ProcessHub>(s, session, pid);
@@ -172,6 +173,8 @@ void Watch(const std::shared_ptr<Exchange>& ex, const std::string& session, std:
   };
   auto watch = exec::ProcessWatch::Attach(process, sandbox, std::move(wo));
   if (!watch.ok()) {
+    // One this call started is not left running with nobody reading it.
+    if (started_here) net::post(*s.session_pool, [sandbox, pid] { (void)sandbox->Signal(pid, SIGKILL); });
     return ex->Refuse(ConnectError("failed_precondition",
                                    "process " + std::to_string(pid) +
                                        "'s output is read by another request (a REST command's): " +
@@ -212,7 +215,7 @@ void Start(const std::shared_ptr<Exchange>& ex) {
       },
       [ex, deadline](const std::string& id, Job j) {
         if (!j.started) return ex->Refuse(j.error);
-        Watch(ex, id, std::move(j.started->sandbox), std::move(j.started->process), deadline, 0);
+        Watch(ex, id, std::move(j.started->sandbox), std::move(j.started->process), deadline, 0, true);
       });
 }
 
@@ -232,7 +235,7 @@ void Connect(const std::shared_ptr<Exchange>& ex) {
       [ex, deadline](const std::string& id, Target t) {
         if (t.error) return ex->Refuse(*t.error);
         if (auto hub = ex->s.envd->Find(id, t.process->pid())) return hub->Join(ex, deadline);
-        Watch(ex, id, std::move(t.sandbox), std::move(t.process), 0, deadline);
+        Watch(ex, id, std::move(t.sandbox), std::move(t.process), 0, deadline, false);
       });
 }
 

@@ -204,6 +204,7 @@ std::string EnvdWatchers::Add(ServerState& s, OpenedWatch opened) {
   std::string id = NewWatcherId();
   Watcher& w = watchers_[id];
   w.owner = owner;
+  w.slot = opened.slot;  // a second copy: freed when the entry goes, not when the watch stops
   w.pump = WatchPump::Start(s, std::move(opened), [this, id](std::vector<model::EnvdFsEvent> events, bool ended,
                                                            std::string why) {
     auto it = watchers_.find(id);

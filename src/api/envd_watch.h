@@ -86,6 +86,9 @@ class EnvdWatchers : public std::enable_shared_from_this<EnvdWatchers> {
     std::deque<model::EnvdFsEvent> queue;
     size_t dropped = 0;
     std::string ended;  // why the watch ended ("" while it runs)
+    // The caller's slot, held while the watcher is listed (ended or not): an
+    // ended watcher nobody reads still counts, so a client cannot pile them up.
+    std::shared_ptr<void> slot;
   };
   // One of the caller's watches (a WatchDir stream or a watcher): nullptr
   // with *error (resource_exhausted) past kMaxWatchersPerOwner, or

@@ -132,6 +132,9 @@ ServerState::~ServerState() {
   session_pool->join();
   mcp.reset();
   e2b.reset();
+  // The process hubs hold their (abandoned) drivers and deadline timers: the
+  // loop's objects, gone before the loop is.
+  envd.reset();
   envd_watchers.reset();
   session_mgr.reset();
   approvals.reset();  // its timers belong to the loop

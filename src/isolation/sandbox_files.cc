@@ -146,8 +146,10 @@ StatusOr<UniqueFd> OpenParent(int root, std::string_view path, bool make_parents
       if (next.ok() && made) {
         // The sandbox's own, as if it had made it. On an O_PATH fd: AT_EMPTY_PATH.
         if (::fchownat(next->get(), "", uid, gid, AT_EMPTY_PATH) != 0) return PathError("fchownat", so_far, errno);
-        if (::fchmodat(cur.get(), comp.c_str(), 0755, 0) != 0 && errno != ENOENT) {
-          return PathError("fchmodat", so_far, errno);
+        // Through the fd's own /proc link, never by name: the sandbox could swap a
+        // symlink in for the directory just made, and chmod would follow it.
+        if (::chmod(("/proc/self/fd/" + std::to_string(next->get())).c_str(), 0755) != 0) {
+          return PathError("chmod", so_far, errno);
         }
       }
     }

@@ -235,7 +235,10 @@ Status MakeSandboxDir(int root, std::string_view path, bool* created) {
   // The sandbox's own, as if it had made it (mkdirat's mode is cut by our umask).
   ASSIGN_OR_RETURN(UniqueFd made, OpenBeneath(parent.get(), leaf, O_PATH | O_DIRECTORY | O_NOFOLLOW, path));
   if (::fchownat(made.get(), "", owners.uid, owners.gid, AT_EMPTY_PATH) != 0) return PathError("chown", path, errno);
-  if (::fchmodat(parent.get(), leaf.c_str(), 0755, 0) != 0) return PathError("chmod", path, errno);
+  // Through the fd's own /proc link: the name could be a symlink planted meanwhile.
+  if (::chmod(("/proc/self/fd/" + std::to_string(made.get())).c_str(), 0755) != 0) {
+    return PathError("chmod", path, errno);
+  }
   return Status::Ok();
 }
 

@@ -67,7 +67,16 @@ Status DirWatch::Add(const std::string& rel, int depth, std::vector<WatchEvent>*
   if (!recursive_ || depth >= kMaxDepth) return Status::Ok();
   // The subdirectories: ListSandboxEntries' bounds, then each one watched.
   const size_t room = max_watches_ - prefix_.size();
-  auto entries = ListSandboxEntries(fd, "", 1, room * 4 + 64);
+  size_t most = room * 4 + 64;
+  if (found != nullptr) {
+    // A directory that appeared while watching is listed on the reader's
+    // thread (the server's loop): bounded per Read, whatever the sandbox
+    // moves in at once; past it, its subdirectories go unwatched (said as lost).
+    if (list_budget_ == 0) return Status(ErrorCode::kResourceExhausted, "too many new entries at once");
+    most = std::min(most, list_budget_);
+  }
+  auto entries = ListSandboxEntries(fd, "", 1, most);
+  if (found != nullptr && entries.ok()) list_budget_ -= std::min(list_budget_, entries->size());
   if (!entries.ok()) {
     return entries.status().code() == ErrorCode::kResourceExhausted
                ? Status(ErrorCode::kResourceExhausted, "the watched tree is too large to watch recursively")
@@ -85,6 +94,7 @@ Status DirWatch::Add(const std::string& rel, int depth, std::vector<WatchEvent>*
 
 std::vector<WatchEvent> DirWatch::Read(bool* lost) {
   std::vector<WatchEvent> out;
+  list_budget_ = kMaxListedPerRead;
   alignas(struct inotify_event) char buf[64 * 1024];
   ssize_t n = ::read(inotify_.get(), buf, sizeof buf);
   if (n <= 0) return out;

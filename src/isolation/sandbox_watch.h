@@ -70,6 +70,10 @@ class DirWatch {
   bool ended_ = false;
   size_t max_watches_ = 0;
   size_t unwatched_ = 0;
+  // Entries a Read may list in directories that appeared (their CREATEs and
+  // subdirectories): the reader is the server's event loop.
+  static constexpr size_t kMaxListedPerRead = 4096;
+  size_t list_budget_ = kMaxListedPerRead;
   int top_wd_ = -1;
   std::unordered_map<int, std::string> prefix_;  // watch descriptor -> its directory, relative ("" = top)
 };

@@ -297,6 +297,20 @@ test("files.write and files.read reach /tmp; a link planted there is never follo
   assert.equal((await k.runCode("import os; os.readlink('/tmp/pw')")).text, "/etc/passwd");
 });
 
+test("removing a context while it runs a call is refused; the context stays and answers", async () => {
+  const ctx = await k.createCodeContext();
+  let begun;
+  const started = new Promise((r) => { begun = r; });
+  const running = k.runCode("print('started', flush=True)\nimport time\ntime.sleep(2)\n'done'",
+    { context: ctx, onStdout: () => begun() });
+  await started;
+  await assert.rejects(k.removeCodeContext(ctx), /409|busy|Conflict/i);
+  assert.ok((await k.listCodeContexts()).some((c) => c.id === ctx.id), "a refused remove forgot the context");
+  assert.equal((await running).text, "done");
+  await k.removeCodeContext(ctx);
+  assert.ok(!(await k.listCodeContexts()).some((c) => c.id === ctx.id));
+});
+
 test("files.write then the code reads the file", async () => {
   const info = await sbx.files.write("/home/user/data/input.csv", "a,b\n1,2\n3,4\n");
   assert.equal(info.path, "/home/user/data/input.csv");
@@ -503,6 +517,25 @@ test("a watcher on a directory filled fast stays bounded and says what it droppe
   assert.equal((await envd(kernelBase, "GetWatcherEvents", { watcherId: id })).json.code, "not_found");
   await k.files.remove("flood");
   assert.equal(await k.files.exists("flood"), false);
+  // A watcher whose watch ended (its directory removed) but that nobody read still counts:
+  // a client cannot pile ended watchers up (each keeps its queue).
+  const baseline = inotifyFds(servers[1]);
+  const ended = [];
+  let capped = null;
+  for (let i = 0; i < 20 && !capped; i++) {
+    await k.files.makeDir(`gone${i}`);
+    const r = await envd(kernelBase, "CreateWatcher", { path: `gone${i}` });
+    if (r.status !== 200) {
+      capped = r;
+      break;
+    }
+    ended.push(r.json.watcherId);
+    await k.files.remove(`gone${i}`);
+    assert.ok(await eventually(() => inotifyFds(servers[1]) === baseline), "the watch ended with its directory");
+  }
+  assert.ok(capped, "ended, unread watchers piled up past the cap");
+  assert.equal(capped.json.code, "resource_exhausted");
+  for (const w of ended) await envd(kernelBase, "RemoveWatcher", { watcherId: w });
   // A watcher ends with its sandbox, and holds nothing after.
   const last = await envd(kernelBase, "CreateWatcher", { path: "/home/user" });
   assert.equal(last.status, 200);
