@@ -30,6 +30,8 @@ class ProcessHub : public std::enable_shared_from_this<ProcessHub> {
   void Join(const std::shared_ptr<Exchange>& ex, double deadline_s);
   void Data(exec::Stream which, std::string_view bytes);
   void End(const exec::ProcessOutcome& o);
+  // Ends every attached stream with `error` (the process runs on).
+  void EndStreams(const model::ApiError& error);
 
   std::shared_ptr<CommandDriver> driver;
 
@@ -416,6 +418,29 @@ void ProcessHub::End(const exec::ProcessOutcome& o) {
     }
     e->EndEvents({{"end", model::EnvdEndEvent(mine)}}, "end_stream", model::ConnectEndStream(nullptr));
   }
+}
+
+void ProcessHub::EndStreams(const model::ApiError& error) {
+  std::vector<Attached> attached = std::move(attached_);
+  attached_.clear();
+  for (Attached& a : attached) {
+    if (a.deadline) a.deadline->cancel();
+    auto e = a.ex.lock();
+    if (!e || e->answered()) continue;
+    if (e->gone()) {
+      e->Abandon();
+      continue;
+    }
+    e->EndEvents({}, "end_stream", model::ConnectEndStream(&error));
+  }
+}
+
+void EnvdProcesses::Drain() {
+  const model::ApiError error =
+      ConnectError("unavailable", "the server is shutting down: this stream ends (the process was not killed by it)",
+                   model::ErrorKind::kUnavailable);
+  auto hubs = hubs_;  // a stream's end may touch the map
+  for (auto& [key, hub] : hubs) hub->EndStreams(error);
 }
 
 std::shared_ptr<ProcessHub> EnvdProcesses::Find(const std::string& session, int64_t pid) const {

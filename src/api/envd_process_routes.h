@@ -44,6 +44,9 @@ class EnvdProcesses {
   void Put(const std::string& session, int64_t pid, std::shared_ptr<ProcessHub> hub);
   void Erase(const std::string& session, int64_t pid);
   size_t size() const { return hubs_.size(); }
+  // The server drains: every stream attached to a process ends now
+  // (unavailable, saying why), the processes run on until the sandboxes close.
+  void Drain();
 
  private:
   std::map<std::pair<std::string, int64_t>, std::shared_ptr<ProcessHub>> hubs_;

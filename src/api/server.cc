@@ -122,12 +122,18 @@ ServerState::~ServerState() {
   reaper.join();
   // Session calls under way are dropped, then their sessions end; then the
   // manager goes.
-  std::vector<std::shared_ptr<SessionCallDriver>> calls(call_drivers.begin(), call_drivers.end());
-  for (auto& d : calls) d->Abandon();
-  call_drivers.clear();
-  std::vector<std::shared_ptr<CommandDriver>> commands(command_drivers.begin(), command_drivers.end());
-  for (auto& d : commands) d->Abandon();
-  command_drivers.clear();
+  // (In blocks: the drivers hold the loop's objects, and go now, not when this
+  // destructor's locals do, after the loop.)
+  {
+    std::vector<std::shared_ptr<SessionCallDriver>> calls(call_drivers.begin(), call_drivers.end());
+    for (auto& d : calls) d->Abandon();
+    call_drivers.clear();
+  }
+  {
+    std::vector<std::shared_ptr<CommandDriver>> commands(command_drivers.begin(), command_drivers.end());
+    for (auto& d : commands) d->Abandon();
+    command_drivers.clear();
+  }
   session_mgr->CloseAll();
   session_pool->join();
   mcp.reset();
@@ -149,6 +155,10 @@ ServerState::~ServerState() {
   signals.reset();
   acceptor.reset();
   drivers.clear();
+  // A connection still open (the drain's hard stop) and its exchange hold
+  // each other: closing it lets both go with the loop.
+  std::vector<Connection*> left(open.begin(), open.end());
+  for (Connection* c : left) c->Close();
   io.reset();
 }
 
@@ -309,6 +319,7 @@ void ServerState::BeginDrain() {
   // drain can end.
   slots.Drain();
   approvals->ReleaseWaiters();
+  if (envd) envd->Drain();  // a background process's stream would hold its connection open
   std::vector<Connection*> idle(open.begin(), open.end());
   for (Connection* c : idle) c->CloseIfIdle();
   drain_timer->expires_after(Ms(opt.drain_grace_s));
