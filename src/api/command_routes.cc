@@ -26,13 +26,6 @@ using session::ProcessError;
 // A signal's body.
 constexpr size_t kSignalBodyMax = 4096;
 
-model::RequestCaps Caps(const ServerState& s) {
-  model::RequestCaps caps;
-  caps.max_depth = s.opt.max_json_depth;
-  caps.max_code_bytes = s.opt.max_code_bytes;
-  return caps;
-}
-
 model::ApiError Err(model::ErrorKind kind, std::string message, std::string code = "", std::string field = "") {
   model::ApiError e{kind, std::move(message), std::move(field)};
   e.code = std::move(code);

@@ -12,13 +12,6 @@
 namespace airlock::api {
 namespace {
 
-model::RequestCaps Caps(const ServerState& s) {
-  model::RequestCaps caps;
-  caps.max_depth = s.opt.max_json_depth;
-  caps.max_code_bytes = s.opt.max_code_bytes;
-  return caps;
-}
-
 // A context id as the session manager makes them (short, [A-Za-z0-9-_]).
 bool IsContextId(const std::string& id) {
   return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {

@@ -55,13 +55,6 @@ bool IsContextId(std::string_view id) {
          std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; });
 }
 
-model::RequestCaps Caps(const ServerState& s) {
-  model::RequestCaps caps;
-  caps.max_depth = s.opt.max_json_depth;
-  caps.max_code_bytes = s.opt.max_code_bytes;
-  return caps;
-}
-
 model::SessionCreateRequest ContextSession(const ServerState& s) {
   model::SessionCreateRequest create;
   if (!s.opt.e2b_profile.empty()) create.base.profile = s.opt.e2b_profile;

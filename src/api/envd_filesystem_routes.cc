@@ -90,13 +90,6 @@ std::optional<UniqueFd> OpenBase(ServerState& s, const std::string& id, const st
   return session::OpenSessionDir(*s.session_mgr, id, owner, base, error);
 }
 
-model::RequestCaps Caps(const ServerState& s) {
-  model::RequestCaps caps;
-  caps.max_depth = s.opt.max_json_depth;
-  caps.max_code_bytes = s.opt.max_code_bytes;
-  return caps;
-}
-
 // The work of one call on a worker, given the sandbox's `base` directory.
 using Work = std::function<Reply(int root, const Request& rq)>;
 

@@ -65,13 +65,6 @@ model::ApiError ConnectError(const char* code, std::string message, model::Error
   return e;
 }
 
-model::RequestCaps Caps(const ServerState& s) {
-  model::RequestCaps caps;
-  caps.max_depth = s.opt.max_json_depth;
-  caps.max_code_bytes = s.opt.max_code_bytes;
-  return caps;
-}
-
 // Connect-Timeout-Ms: at most 10 digits (the spec's bound); 0 when absent.
 bool Deadline(const std::string& header, double* seconds) {
   *seconds = 0;
@@ -116,6 +109,16 @@ bool Message(const std::shared_ptr<Exchange>& ex, size_t max, std::string* json)
   if (model::ConnectUnwrap(ex->rq.body, max, json, &why)) return true;
   ex->Refuse(ConnectError("invalid_argument", why));
   return false;
+}
+
+// A server stream's request (Start, Connect): its message and its deadline
+// (Connect-Timeout-Ms, in seconds; 0: none). Refuses the call when either is malformed.
+bool StreamMessage(const std::shared_ptr<Exchange>& ex, size_t max, std::string* json, double* deadline) {
+  if (!Deadline(ex->rq.headers.connect_timeout_ms, deadline)) {
+    ex->Refuse(ConnectError("invalid_argument", "Connect-Timeout-Ms: at most 10 digits"));
+    return false;
+  }
+  return Message(ex, max, json);
 }
 
 // The caller's default sandbox (E2B's one sandbox: the session /execute and
@@ -196,14 +199,11 @@ void Watch(const std::shared_ptr<Exchange>& ex, const std::string& session, std:
 
 void Start(const std::shared_ptr<Exchange>& ex) {
   std::string json;
-  if (!Message(ex, kStartMax, &json)) return;
+  double deadline = 0;
+  if (!StreamMessage(ex, kStartMax, &json, &deadline)) return;
   model::CommandRequest request;
   model::ApiError error;
   if (!model::ParseEnvdStart(json, Caps(ex->s), &request, &error)) return ex->Refuse(error);
-  double deadline = 0;
-  if (!Deadline(ex->rq.headers.connect_timeout_ms, &deadline)) {
-    return ex->Refuse(ConnectError("invalid_argument", "Connect-Timeout-Ms: at most 10 digits"));
-  }
   struct Job {
     std::optional<session::StartedCommand> started;
     model::ApiError error;
@@ -223,14 +223,11 @@ void Start(const std::shared_ptr<Exchange>& ex) {
 
 void Connect(const std::shared_ptr<Exchange>& ex) {
   std::string json;
-  if (!Message(ex, kSmallMax, &json)) return;
+  double deadline = 0;
+  if (!StreamMessage(ex, kSmallMax, &json, &deadline)) return;
   model::EnvdSelector sel;
   model::ApiError error;
   if (!model::ParseEnvdSelectorRequest(json, Caps(ex->s), &sel, &error)) return ex->Refuse(error);
-  double deadline = 0;
-  if (!Deadline(ex->rq.headers.connect_timeout_ms, &deadline)) {
-    return ex->Refuse(ConnectError("invalid_argument", "Connect-Timeout-Ms: at most 10 digits"));
-  }
   InDefaultSandbox(
       ex,
       [&s = ex->s, owner = ex->rq.caller.name, sel](const std::string& id) { return FindProcess(s, id, owner, sel); },

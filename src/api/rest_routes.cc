@@ -273,9 +273,7 @@ void Execute(const std::shared_ptr<Exchange>& ex) {
   if (s.draining) {
     return ex->Refuse({model::ErrorKind::kUnavailable, "the server is shutting down; retry on another instance", ""});
   }
-  model::RequestCaps caps;
-  caps.max_depth = s.opt.max_json_depth;
-  caps.max_code_bytes = s.opt.max_code_bytes;
+  const model::RequestCaps caps = Caps(s);
   const model::StreamFormat format =
       ex->compat ? model::StreamFormat::kNone : model::NegotiateStreamFormat(ex->rq.headers.accept);
   const bool large = ex->rq.body.size() > kInlineBytes;

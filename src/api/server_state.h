@@ -134,4 +134,12 @@ class ServerState {
   uint64_t id_seed_ = 0, id_counter_ = 0;
 };
 
+// The bounds every door parses a JSON body with (--max-json-depth, --max-code).
+inline model::RequestCaps Caps(const ServerState& s) {
+  model::RequestCaps caps;
+  caps.max_depth = s.opt.max_json_depth;
+  caps.max_code_bytes = s.opt.max_code_bytes;
+  return caps;
+}
+
 }  // namespace airlock::api

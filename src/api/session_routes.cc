@@ -21,13 +21,6 @@ bool IsHex(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-model::RequestCaps Caps(const ServerState& s) {
-  model::RequestCaps caps;
-  caps.max_depth = s.opt.max_json_depth;
-  caps.max_code_bytes = s.opt.max_code_bytes;
-  return caps;
-}
-
 // "bytes=START-END" / "bytes=START-" / "bytes=-SUFFIX" (one range only).
 bool ParseRange(std::string_view h, int64_t* start, int64_t* end, bool* suffix) {
   if (h.substr(0, 6) != "bytes=") return false;

@@ -555,7 +555,7 @@ struct WarmPool::Impl {
       SetNonBlocking(fd);
     }
     slot.run.adopted = true;
-    slot.run.report = isolation::MakeIsolationReport(host, true, host_uid, SharesNetwork());
+    slot.run.report = isolation::MakeIsolationReport(host, true, host_uid, SharesNetwork(), /*shared_uts=*/true);
     slot.run.report.mode = "warm";
     slot.zygote = z.state;
     auto pid = isolation::PidOfPidfd(slot.run.pidfd.get());

@@ -63,6 +63,9 @@ struct ChildPlan {
   // returns in it once every layer is in force, with err_w moved to a high fd.
   // The process's signal dispositions (the warm interpreter's) are kept.
   bool warm = false;
+  // The run has a UTS namespace of its own (false: a warm run's, which is its
+  // zygote's; hostname already set there, and not the run's to change).
+  bool own_uts = true;
 
   // fds (the child's view; all O_CLOEXEC in the parent)
   int sync_r = -1;     // parent writes one byte when ids and cgroup are set

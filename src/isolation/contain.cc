@@ -187,8 +187,8 @@ void SetUpRun(const ChildPlan& plan) {
   if (::syscall(SYS_setresuid, kSandboxUid, kSandboxUid, kSandboxUid) != 0) Fail(plan, kStepSetuid, errno);
   if (int err = SetAllCaps(true)) Fail(plan, kStepCaps, err);
 
-  if (::sethostname(plan.hostname.data(), plan.hostname.size()) != 0 ||
-      ::setdomainname(plan.hostname.data(), plan.hostname.size()) != 0) {
+  if (plan.own_uts && (::sethostname(plan.hostname.data(), plan.hostname.size()) != 0 ||
+                        ::setdomainname(plan.hostname.data(), plan.hostname.size()) != 0)) {
     Fail(plan, kStepHostname, errno);
   }
 

@@ -134,7 +134,8 @@ const char* StepName(int step) {
 
 }  // namespace internal
 
-IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int64_t host_uid, bool shared_network) {
+IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int64_t host_uid, bool shared_network,
+                                    bool shared_uts) {
   IsolationReport r;
   r.host_uid = host_uid;
   r.landlock_abi = host.landlock_abi;
@@ -161,7 +162,10 @@ IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int
                        "of other runs refused (Landlock scope)"
                      : "its own: no interfaces but a down loopback");
   add("ipc_namespace", true, "");
-  add("uts_namespace", true, "hostname sandbox");
+  add("uts_namespace", true,
+      shared_uts ? "hostname sandbox; shared with the other runs of its profile's zygote, never the host's: no "
+                   "capability over it (sethostname and setdomainname refused)"
+                 : "its own: hostname sandbox");
   add("cgroup_namespace", true, "");
   add("cgroup", have_cgroup,
       have_cgroup ? r.cgroup_version + ": memory, pids, cpu" : "degraded: " + host.cgroups.why_not);

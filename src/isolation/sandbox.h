@@ -144,7 +144,8 @@ std::vector<std::string> HostPathsOfPlan(const Spec& spec);
 // The isolation report of a run on this host (what Launch() puts in Launched).
 // host_uid: the run's host uid (-1: not known, or the server's own).
 // shared_network: a warm run in its zygote's network namespace (warm_run.h).
+// shared_uts: a warm run in its zygote's UTS namespace (every warm run).
 IsolationReport MakeIsolationReport(const HostSetup& host, bool have_cgroup, int64_t host_uid = -1,
-                                    bool shared_network = false);
+                                    bool shared_network = false, bool shared_uts = false);
 
 }  // namespace airlock::isolation

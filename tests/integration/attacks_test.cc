@@ -223,6 +223,28 @@ TEST_P(AttackTest, CannotSignalItsOwnInit) {
   EXPECT_THAT(r.out.data, Not(HasSubstr("SENT")));
 }
 
+// A warm run shares its zygote's UTS namespace with the other runs of its
+// zygote (isolation/warm_run.cc): what one run does to the hostname, the next
+// would see. It can do nothing: the call is refused, and the next run (the
+// same zygote's, when warm) still sees "sandbox".
+TEST_P(AttackTest, CannotChangeTheHostnameTheNextRunSees) {
+  auto r = Py("import socket\n"
+              "for name in ('evil', 'sandbox'):\n"
+              "    try:\n"
+              "        socket.sethostname(name); print('SET', name)\n"
+              "    except OSError as e:\n"
+              "        print('DENIED', e.errno)\n"
+              "print('HOST', socket.gethostname())\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err.data;
+  EXPECT_THAT(r.out.data, Not(HasSubstr("SET")));
+  EXPECT_THAT(r.out.data, HasSubstr("DENIED 1"));  // EPERM
+  EXPECT_THAT(r.out.data, HasSubstr("HOST sandbox"));
+  auto next = Py("import socket\nprint('HOST', socket.gethostname(), socket.getfqdn())\n");
+  EXPECT_EQ(next.exit_code, 0) << next.err.data;
+  EXPECT_THAT(next.out.data, HasSubstr("HOST sandbox"));
+  EXPECT_THAT(next.out.data, Not(HasSubstr("evil")));
+}
+
 TEST_P(AttackTest, DangerousSyscallsAreRefused) {
   auto r = Helper("try_syscall", {"mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl",
                                   "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",

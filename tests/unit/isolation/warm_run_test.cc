@@ -42,5 +42,19 @@ TEST(WarmRunNetwork, TheReportSaysWhetherTheNamespaceIsShared) {
   EXPECT_EQ(detail(MakeIsolationReport(host, true, -1, true)).rfind("shared with the other runs", 0), 0u);
 }
 
+TEST(WarmRunUts, TheReportSaysAWarmRunsUtsNamespaceIsItsZygotes) {
+  HostSetup host;
+  host.landlock_abi = 7;
+  auto detail = [](const IsolationReport& r) {
+    for (const LayerState& l : r.layers) {
+      if (l.name == "uts_namespace") return l.enforced ? l.detail : "not enforced";
+    }
+    return std::string("missing");
+  };
+  EXPECT_EQ(detail(MakeIsolationReport(host, true, -1, false, false)), "its own: hostname sandbox");
+  EXPECT_EQ(detail(MakeIsolationReport(host, true, -1, true, true)).rfind("hostname sandbox; shared with the other runs", 0),
+            0u);
+}
+
 }  // namespace
 }  // namespace airlock::isolation
