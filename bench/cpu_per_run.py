@@ -57,6 +57,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -76,7 +77,7 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 # of the children (wait4) and those of the parent meanwhile (its pages shared with the children
 # are copied when it writes them too).
 FLOOR = r"""
-import ctypes, gc, importlib, os, resource, sys
+import ctypes, gc, importlib, json, os, resource, sys
 mods = [m for m in sys.argv[1].split(",") if m]
 flags, n, c, shape = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 SYS_CLONE, SIGCHLD = 56, 17  # x86-64
@@ -94,7 +95,9 @@ if shape.startswith("runner"):
         exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
     runner.complete_site()
     runner.zygote_preimport(mods, helpers)
-    request, devnull = sys.argv[7].encode(), os.open("/dev/null", os.O_WRONLY)
+    # The request as the zygote hands it to warm_main: a dict (made there with the C API; here
+    # before the fork, so that a child only touches it, a page or two as the zygote's fresh one).
+    request, devnull = json.loads(sys.argv[7]), os.open("/dev/null", os.O_WRONLY)
 
     def run():
         for fd in (1, 2, 3):
@@ -183,9 +186,12 @@ def floor(mods, flags, n, c, shape="fork", request=None):
     # The runner floors start their interpreter as the zygote does (isolated, no site).
     extra = [RUNNER, request] if shape.startswith("runner") else []
     opts = ["-I", "-S"] if extra else []
+    # In an empty directory, as a run's working directory is: the runner scans it before and
+    # after the cell (files a run wrote are reported), and the bench's own directory is large.
+    workdir = tempfile.TemporaryDirectory(prefix="airlock-cpu-per-run-")
     p = subprocess.Popen([PYTHON] + opts +
                          ["-c", FLOOR, ",".join(mods), str(flags), str(n), str(c), shape] + extra,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=workdir.name)
     assert p.stdout.readline().strip() == "ready", "the floor's interpreter did not start"
     t0, w0 = machine_cpu_s(), time.monotonic()
     p.stdin.write("go\n")
@@ -193,6 +199,7 @@ def floor(mods, flags, n, c, shape="fork", request=None):
     failed, child_faults, parent_faults = (int(x) for x in p.stdout.readline().split())
     t1, w1 = machine_cpu_s(), time.monotonic()
     p.wait()
+    workdir.cleanup()
     if failed:
         what = "ran the runner to a non-zero exit" if extra else f"failed to unshare({flags:#x}): run as root"
         raise SystemExit(f"{failed} of {n} floor children ({shape}) {what}")

@@ -8,15 +8,20 @@ object it touches, so each page of the zygote that the run's Python path touches
 gc.freeze()), forks children that do what a warm run's program does (warm_rehearse(), then
 warm_main() of the request the server sends for `print(1)` on /v1/execute, in an empty working
 directory, output to /dev/null) and counts their minor faults (getrusage in the child, median
-of -k forks). Then it does the same with one part of the path replaced by a stub in the parent
-before the fork, so that the difference is what that part adds to the pages a run writes (the
-union: a part whose pages others touch anyway adds nothing):
+of -k forks). The request reaches warm_main as the zygote hands it: a dict (made with the C API
+in src/exec/zygote_main.cc; here with json.loads in the child before the count starts, which
+leaves out the few fresh pages that allocation takes). Then it does the same with one part of
+the path replaced by a stub in the parent before the fork, so that the difference is what that
+part adds to the pages a run writes (the union: a part whose pages others touch anyway adds
+nothing):
 
   cell alone    the child only runs exec(compile("print(1)")): the floor of a run's program
-  as is         the runner's path, whole
-  no ast        _compile_cell compiles the text directly (the last value is not shown)
-  no json out   the events are written as a constant line (json.dumps not called)
-  no json in    the request is a dict made before the fork (json.loads not called)
+  as is         the runner's path as a warm print(1) takes it (the lean path, _lean_run)
+  whole path    the lean path switched off: Runner.run, as a request the lean path does not
+                take (a session, input files, a seed, top-level await...) goes
+  bytes in      the request as JSON bytes, parsed by the json module in the run (the zygote's
+                fallback for a request its C++ decoder leaves alone)
+  no split      the cell compiled in one piece (_split_cell stubbed; no last value shown)
   no guard      the import guard is not installed
   no files      the working directory is not scanned (before and after the cell)
   no reseed     the run's random generators are not reseeded after the fork
@@ -44,8 +49,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpu_per_run import PYTHON, RUNNER, runner_request, write_json
 from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
-VARIANTS = ["cell alone", "as is", "no ast", "no json out", "no json in", "no guard", "no files",
-            "no reseed", "no rehearsal"]
+VARIANTS = ["cell alone", "as is", "whole path", "bytes in", "no split", "no guard", "no files", "no reseed",
+            "no rehearsal"]
 
 # Run by /usr/bin/python3 -I -S: argv = runner preimport request variant k. Prints the children's
 # minor faults, one a line.
@@ -63,13 +68,10 @@ with open(path, "rb") as f:
 runner.complete_site()
 runner.zygote_preimport(mods, helpers)
 raw = request.encode()
-if variant == "no ast":
-    runner._compile_cell = lambda text, filename, lines: (compile(text, filename, "exec"), None)
-elif variant == "no json out":
-    runner._encode_event = lambda event: b'{"type":"end","exit_code":0,"max_rss_kb":0}\n'
-elif variant == "no json in":
-    parsed, loads = json.loads(raw), json.loads
-    json.loads = lambda b, **kw: dict(parsed) if b == raw else loads(b, **kw)
+if variant == "whole path":
+    runner._lean_request = lambda raw: None
+elif variant == "no split":
+    runner._split_cell = lambda text, filename, lines: (compile(text, filename, "exec"), None)
 elif variant == "no guard":
     runner.ImportGuard.install = lambda self: None
 elif variant == "no files":
@@ -87,13 +89,14 @@ for _ in range(k):
     if pid == 0:
         for fd in (1, 2, 3):
             os.dup2(devnull, fd)
+        arg = raw if variant == "bytes in" else json.loads(raw)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         if variant == "cell alone":
             exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
             sys.stdout.flush()
         else:
             runner.warm_rehearse()
-            runner.warm_main(raw, -1)
+            runner.warm_main(arg, -1)
         os.write(w, str(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before).encode())
         os._exit(0)
     os.close(w)

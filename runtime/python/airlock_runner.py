@@ -67,7 +67,9 @@ interrupt is killed with its session.
 
 In a warm pool (DESIGN §3) the server's zygote embeds CPython, loads this file as a module, calls
 zygote_preimport() once, and in each forked run (after every kernel layer is in force) calls
-warm_main() with the config JSON, the code inline; the run reseeds `random` and numpy first.
+warm_main() with the config (a dict the zygote decoded, or its JSON), the code inline; the run
+reseeds `random` and numpy first. A one-shot request that needs nothing but the cell takes the
+lean path (_lean_run, below), which writes fewer of the zygote's pages and reports the same.
 
 The cell runs like a Jupyter/E2B cell: if the last statement is an expression (not followed by
 `;`), its value becomes the main result instead of being printed; top-level `await` works;
@@ -149,6 +151,7 @@ buffered output". The runner flushes stdout before anything it writes to stderr 
 """
 
 import ast
+import atexit
 import builtins
 import json
 import linecache
@@ -966,6 +969,59 @@ def _read_capped(rel, budget):
         os.close(fd)
 
 
+def _setup_streams():
+    """stdout and stderr as every run has them: UTF-8, line-buffered (module docstring, "Output
+    buffering"), stderr escaping what UTF-8 cannot encode."""
+    for stream, errors in ((sys.stdout, None), (sys.stderr, "backslashreplace")):
+        try:
+            if stream is None:
+                continue
+            kwargs = {}
+            if stream.encoding.lower().replace("-", "") != "utf8":
+                kwargs["encoding"] = "utf-8"
+                if errors:
+                    kwargs["errors"] = errors
+            if not stream.line_buffering:
+                kwargs["line_buffering"] = True
+            if kwargs:
+                stream.reconfigure(**kwargs)
+        except Exception:
+            pass
+
+
+def _setup_matplotlib_env():
+    os.environ["MPLBACKEND"] = "Agg"
+    if "MPLCONFIGDIR" in os.environ:
+        return
+    home = os.path.expanduser("~")
+    if os.path.isdir(home) and os.access(home, os.W_OK):
+        return
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    os.environ["MPLCONFIGDIR"] = os.path.join(tmp, ".airlock-matplotlib")
+
+
+def _use_agg():
+    import matplotlib
+
+    try:
+        matplotlib.use("Agg")
+    except Exception:
+        pass
+
+
+def _show_figures(pyplot, add_display):
+    """Every open figure as a display result (through add_display; None: dropped), then closed."""
+    from matplotlib import _pylab_helpers
+
+    try:
+        for manager in list(_pylab_helpers.Gcf.get_all_fig_managers()):
+            figure = manager.canvas.figure
+            if add_display is not None:
+                add_display(lambda room: _display.figure_bundle(figure, room))
+    finally:
+        pyplot.close("all")
+
+
 class Runner:
     def __init__(self, config, channel, rehearsal=False, session=None):
         self._cfg = config
@@ -1068,33 +1124,6 @@ class Runner:
 
     # -- setup ----------------------------------------------------------------------------
 
-    def _setup_streams(self):
-        for stream, errors in ((sys.stdout, None), (sys.stderr, "backslashreplace")):
-            try:
-                if stream is None:
-                    continue
-                kwargs = {}
-                if stream.encoding.lower().replace("-", "") != "utf8":
-                    kwargs["encoding"] = "utf-8"
-                    if errors:
-                        kwargs["errors"] = errors
-                if not stream.line_buffering:
-                    kwargs["line_buffering"] = True
-                if kwargs:
-                    stream.reconfigure(**kwargs)
-            except Exception:
-                pass
-
-    def _setup_matplotlib_env(self):
-        os.environ["MPLBACKEND"] = "Agg"
-        if "MPLCONFIGDIR" in os.environ:
-            return
-        home = os.path.expanduser("~")
-        if os.path.isdir(home) and os.access(home, os.W_OK):
-            return
-        tmp = os.environ.get("TMPDIR") or "/tmp"
-        os.environ["MPLCONFIGDIR"] = os.path.join(tmp, ".airlock-matplotlib")
-
     def _preimport(self):
         import importlib
 
@@ -1106,12 +1135,7 @@ class Runner:
                 pass
 
     def _patch_pyplot(self, pyplot):
-        import matplotlib
-
-        try:
-            matplotlib.use("Agg")
-        except Exception:
-            pass
+        _use_agg()
         runner = self
         session = self._session
 
@@ -1124,14 +1148,7 @@ class Runner:
         pyplot.show = show
 
     def _show_open_figures(self, pyplot):
-        from matplotlib import _pylab_helpers
-
-        try:
-            for manager in list(_pylab_helpers.Gcf.get_all_fig_managers()):
-                figure = manager.canvas.figure
-                self._sink.add_display(lambda room: _display.figure_bundle(figure, room))
-        finally:
-            pyplot.close("all")
+        _show_figures(pyplot, self._sink.add_display)
 
     def _seed_numpy(self, numpy_random):
         numpy_random.seed(self._cfg.seed % (2 ** 32))
@@ -1235,9 +1252,9 @@ class Runner:
             self._files_before = _scan_files()[0]
 
         if self._session is None or self._session.guard is None:
-            self._setup_streams()
+            _setup_streams()
             if cfg.capture_figures:
-                self._setup_matplotlib_env()
+                _setup_matplotlib_env()
             self._preimport()
             if cfg.seed is not None:
                 import random
@@ -1260,9 +1277,8 @@ class Runner:
             if self._session is not None:
                 self._session.guard = guard  # installed once, for every call of the session
         elif self._session is not None:
-            self._setup_streams()  # an earlier cell may have changed them
+            _setup_streams()  # an earlier cell may have changed them
 
-        main_bundle = None
         _display.target = self._sink.add_display
         restore_env = self._set_env()
         try:
@@ -1273,6 +1289,13 @@ class Runner:
         finally:
             if restore_env:
                 _restore_env(restore_env)
+        return self._after_cell(ok, value)
+
+    def _after_cell(self, ok, value):
+        """What follows a cell that returned `value` (ok) or ended as recorded: its value shown,
+        the open figures, threads and atexit handlers, then the events (_finish)."""
+        cfg = self._cfg
+        main_bundle = None
         if ok and value is not None:
             ok, made = self._guarded(_display.bundle_of, value, self._sink.main_room())
             if ok:
@@ -1509,6 +1532,8 @@ def zygote_preimport(names, helper_sources=None):
         if name in sys.modules:
             _display.install_pil_hooks(sys.modules[name])
     builtins.display = _display.display
+    # The streams as every run sets them up (a run then finds nothing to change in them).
+    _setup_streams()
     return failed
 
 
@@ -1563,16 +1588,24 @@ def _warm_matplotlib():
 
 def warm_main(request, control=-1):
     """In a warm run's program (forked from the zygote, every kernel layer already in force):
-    runs one cell. `request` is the config JSON (bytes) with the code inline ("code");
+    runs one cell. `request` is the config JSON (bytes) with the code inline ("code"), or the
+    dict json.loads would make of it (the zygote makes it with the C API when it can: the json
+    module's pages stay the zygote's);
     `control` the run's control socket (-1: none). Returns the exit code; the caller exits with
     it. A request with "session": true makes the run a session (module docstring): it serves
     calls on `control` until the server closes it."""
-    try:
-        raw = json.loads(request)
-    except ValueError as e:
-        raw = e
+    if type(request) is dict:
+        raw = request
+    else:
+        try:
+            raw = json.loads(request)
+        except ValueError as e:
+            raw = e
     if isinstance(raw, dict) and raw.get("session") is True and control >= 0:
         return _Session(raw, control).serve()
+    code = _lean_run(raw, control)
+    if code is not None:
+        return code
     if control >= 0:
         # The server does not listen any more: nothing of this run may reach it but its
         # output, its result channel and its exit status.
@@ -1723,11 +1756,14 @@ class _Session:
 
 
 def warm_rehearse():
-    """In a warm run before its request arrives (only trusted code has run): walks the runner's
-    own path once on a trivial cell, output discarded, so that the memory it touches is copied
-    from the zygote now rather than on the request's time (the first pass in a fresh fork costs
-    4-8 ms of copy-on-write faults, the next 0.3 ms). Leaves no state a cell could see: no import
-    hook, the streams, argv, __main__ and linecache as they were, atexit handlers not run."""
+    """In a warm run before its request arrives (only trusted code has run): walks the lean path
+    (_lean_run) once on a trivial cell, output discarded, so that the memory a request on it
+    touches is copied from the zygote now rather than on the request's time (the first pass in a
+    fresh fork costs milliseconds of copy-on-write faults, the next a fraction). Only the lean
+    path: walking the whole one too would copy its pages into every run, which is what the lean
+    path is there to spare (a request that needs the whole path pays for its pages itself).
+    Leaves no state a cell could see: no import hook, the streams, argv, __main__, linecache and
+    the display target as they were, atexit handlers not run."""
     import io
 
     _load_helpers()
@@ -1736,9 +1772,10 @@ def warm_rehearse():
     saved_main = sys.modules.get("__main__")
     sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
     try:
-        raw = json.loads(b'{"code": "x = [1]\\nx", "filename": "<rehearsal>", "allowed_imports": null, '
-                         b'"result_fd": null, "capture_figures": false}')
-        Runner(Config(raw), ResultChannel(None), rehearsal=True).run()
+        # A literal, not json.loads: the json module's pages are the zygote's (warm_main).
+        raw = {"code": "x = [1]", "filename": "<rehearsal>", "allowed_imports": None, "result_fd": None,
+               "capture_figures": False, "max_out_files": 1}
+        _lean_run(raw, -1, rehearsal=True)
     except BaseException:  # noqa: B902 - a failed rehearsal only costs the request time
         pass
     finally:
@@ -1747,6 +1784,7 @@ def warm_rehearse():
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
         linecache.cache.pop("<rehearsal>", None)
+        _display.target = None
 
 
 # The state of numpy's legacy generator (MT19937): 624 words of 32 bits, and the position.
@@ -1774,6 +1812,301 @@ def _reseed_after_fork(seed):
         numpy_random.seed(None)
 
 
+# ---------------------------------------------------------------------------------------------
+# The lean path of a warm one-shot run (issue 24)
+#
+# CPython 3.11 writes the reference count of every object a run's Python touches, so every page
+# of the zygote that the run's path touches is copied into the run (a page fault and a 4 KiB
+# copy). The whole path (Config, Runner, ResultSink, the event encoder, their methods) copied
+# ~480 pages into a `print(1)` run where the cell alone copies ~90 (docs/benchmarks.md). A
+# one-shot request that asks for nothing but a cell under the profile's policy takes this path
+# instead: the same steps in the same order (Runner.run), with no object made or touched that
+# the cell does not need. What has more to report than the end event (an exception, a
+# SystemExit, a value to show, a display, an open figure, a thread, an atexit handler, a file
+# written) is handed to a Runner made then, which reports it as the whole path does
+# (Runner._after_cell, Runner._finish). Whether the lean path takes a request is decided before
+# it does anything: a request it does not take (a session, input files, a syntax_check, a
+# program, a seed, observe mode with an allowlist, top-level await, code that does not compile,
+# a malformed key) goes to the whole path untouched.
+
+# The keys a request on the lean path may have (RunnerConfigToJson's, minus those that need
+# the whole path).
+_LEAN_KEYS = frozenset(("code", "filename", "allowed_imports", "runtime_imports_mode", "blocklist", "preimport",
+                        "capture_figures", "result_fd", "max_result_bytes", "max_results", "max_result_values",
+                        "max_out_files", "max_out_bytes", "stream", "env"))
+_LEAN_INTS = ("max_result_bytes", "max_results", "max_result_values", "max_out_files", "max_out_bytes")
+_lean_sink = None    # the run's ResultSink, made by its first display (_lean_display)
+_lean_caps = None    # (max_results, max_result_bytes, max_result_values)
+lean_runs = 0        # runs the lean path took, whole or handed on (tests and benches read it)
+
+
+def _lean_display(make_bundle):
+    """airlock_display.target in a lean run: the run's sink is made at its first display."""
+    global _lean_sink
+    if _lean_sink is None:
+        _lean_sink = ResultSink(*_lean_caps)
+    _lean_sink.add_display(make_bundle)
+
+
+def _lean_patch_pyplot(pyplot):
+    """Runner._patch_pyplot's hook for a lean run: pyplot.show() renders the open figures as
+    display results of the cell (to whatever the display target is then)."""
+    _use_agg()
+
+    def show(*args, **kwargs):
+        """airlock: renders every open figure as an image/png result, then closes them."""
+        _show_figures(pyplot, _display.target)
+
+    pyplot.show = show
+
+
+def _lean_request(raw):
+    """(code, filename) of a request the lean path takes, or None. What it checks, Config
+    would accept; what Config would refuse, it leaves to Config (None)."""
+    if type(raw) is not dict or not _LEAN_KEYS.issuperset(raw) or _display is None:
+        return None
+    code, filename = raw.get("code"), raw.get("filename", "main.py")
+    if type(code) is not str or type(filename) is not str:
+        return None
+    allowed = raw.get("allowed_imports")
+    if allowed is not None and not (type(allowed) is list and all(type(m) is str for m in allowed)):
+        return None
+    # Observe mode warns of imports outside the allowlist: with none (any import, as `general`
+    # has it) there is nothing to warn of, and the guard is enforce's.
+    mode = raw.get("runtime_imports_mode", "enforce")
+    if mode != "enforce" and not (mode == "observe" and allowed is None):
+        return None
+    preimport = raw.get("preimport", [])
+    # Runner._preimport imports these; in a zygote they are in already (else: the whole path).
+    if type(preimport) is not list or not all(type(m) is str and m in sys.modules for m in preimport):
+        return None
+    if (type(raw.get("blocklist", [])) is not list or type(raw.get("capture_figures", True)) is not bool
+            or type(raw.get("stream", False)) is not bool):
+        return None
+    fd = raw.get("result_fd", 3)
+    if fd is not None and type(fd) is not int:
+        return None
+    for key in _LEAN_INTS:
+        value = raw.get(key, 0)
+        if type(value) is not int or value < 0:
+            return None
+    env = raw.get("env")
+    if env is not None:
+        try:
+            _env(env)
+        except ConfigError:
+            return None
+    return code, filename or "main.py"
+
+
+# Cells up to this size are split by _split_cell (three compiles at most), larger ones by ast.
+_SPLIT_MAX = 64 << 10
+
+
+def _split_cell(text, filename, lines):
+    """_compile_cell's (body, last) without ast, or None when it cannot be sure. ast.parse makes
+    a Python object of every node and touches every node class: ~50 of a run's pages.
+
+    The cell's last statement starts on its last line that begins, at column 0, with neither
+    a blank nor a comment, if the text before that line compiles on its own: it then ends
+    complete (no open bracket, string or continuation), so that line starts a new logical
+    line at the top level, and what follows it belongs to that statement (indented, blank or
+    comments). That statement is an expression when it compiles as one ("eval") and a
+    statement that is not when it compiles only as a statement ("exec"); a ';' in it (several
+    statements on the line, or IPython's trailing ';') and anything else leave it to ast."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    if len(text) > _SPLIT_MAX or "\0" in text:
+        return None
+    i = len(lines) - 1
+    while i >= 0 and lines[i][:1] in ("", " ", "\t", "\f", "\n", "#"):
+        i -= 1
+    if i < 0:
+        return None
+    tail = "".join(lines[i:])
+    if ";" in tail:
+        return None
+    try:
+        head = compile("".join(lines[:i]), filename, "exec", flags=flags, dont_inherit=True)
+    except SyntaxError:
+        return None
+    try:
+        # Blank lines first: the expression keeps the user's line numbers.
+        return head, compile("\n" * i + tail, filename, "eval", flags=flags, dont_inherit=True)
+    except SyntaxError:
+        pass
+    try:
+        compile(tail, filename, "exec", flags=flags, dont_inherit=True)
+    except SyntaxError:
+        return None
+    return compile(text, filename, "exec", flags=flags, dont_inherit=True), None
+
+
+def _lean_compile(code, filename):
+    """(text, lines, body, last) as Runner.run compiles the cell, or None when it does not
+    compile or needs an event loop (top-level await): the whole path reports or runs those."""
+    try:
+        text = _decode_source(code.encode("utf-8", "surrogatepass"), filename)
+        lines = _split_lines(text)
+        split = _split_cell(text, filename, lines)
+        body, last = split if split is not None else _compile_cell(text, filename, lines)
+    except Exception:  # noqa: BLE001 - SyntaxError and what a compiler may raise: Runner.run reports it
+        return None
+    if (body.co_flags | (0 if last is None else last.co_flags)) & _CO_COROUTINE:
+        return None
+    return text, lines, body, last
+
+
+def _lean_run(raw, control, rehearsal=False):
+    """Runs a one-shot request on the lean path and returns the exit code, or returns None
+    having done nothing when the request is not one it takes (see above). rehearsal: a
+    warm_rehearse() pass (no import hook, no recursion depth granted, no reseeding)."""
+    global _lean_sink, _lean_caps, lean_runs
+    request = _lean_request(raw)
+    if request is None:
+        return None
+    code, filename = request
+    compiled = _lean_compile(code, filename)
+    if compiled is None:
+        return None
+    text, lines, body, last = compiled
+    if not rehearsal:
+        lean_runs += 1
+
+    def hand_on(failure=None, value=None, finish=False):
+        if rehearsal:
+            return 0  # a rehearsal reports nothing (and never runs atexit handlers)
+        return _lean_hand_on(raw, channel, lines, before, stdout, stderr, failure, value, finish)
+
+    if control >= 0:
+        os.close(control)  # as warm_main: nothing of the run reaches the server but its output
+    channel = ResultChannel(raw.get("result_fd", 3))
+    try:
+        if not rehearsal:
+            _reseed_after_fork(None)
+        # Runner.run's steps, in its order.
+        linecache.cache[filename] = (len(text), None, lines, filename)
+        before = _scan_files()[0] if raw.get("max_out_files", 0) > 0 else None
+        capture = raw.get("capture_figures", True)
+        _setup_streams()
+        if capture:
+            _setup_matplotlib_env()
+        guard = ImportGuard(raw.get("allowed_imports"), False, filename, None)
+        if capture:
+            guard.after_import("matplotlib.pyplot", _lean_patch_pyplot)
+        for name in ("PIL.Image", "PIL.ImageShow"):
+            if name not in _display.hooked:
+                guard.after_import(name, _display.install_pil_hooks)
+        if not hasattr(builtins, "exit"):
+            builtins.exit = builtins.quit = _Quitter()
+        if getattr(builtins, "display", None) is not _display.display:
+            builtins.display = _display.display
+        if not rehearsal:
+            guard.install()
+        _lean_caps = (raw.get("max_results", 16), raw.get("max_result_bytes", 1 << 20),
+                      raw.get("max_result_values", 1 << 16))
+        _lean_sink = None
+        _display.target = _lean_display
+        env = raw.get("env")
+        if env:
+            os.environ.update(env)
+        stdout, stderr = sys.stdout, sys.stderr
+        # Runner._run_cell and _execute.
+        module = types.ModuleType("__main__")
+        namespace = module.__dict__
+        namespace["__builtins__"] = builtins
+        sys.modules["__main__"] = module
+        sys.argv = [filename]
+        if not rehearsal:
+            # The user's code gets the depth `python3 main.py` gives it: the frames below
+            # its own are granted. eval()'s entry into the interpreter loop, which counts
+            # too, stands for python3's own entry into it to run main.py (the whole path
+            # grants one more: its _guarded call enters the loop again; test_runner_lean).
+            depth = 0
+            frame = sys._getframe()
+            while frame is not None:
+                depth += 1
+                frame = frame.f_back
+            sys.setrecursionlimit(sys.getrecursionlimit() + depth)
+        failure = None
+        try:
+            value = eval(body, namespace)
+            value = None
+            if last is not None:
+                value = eval(last, namespace)
+        except BaseException as e:  # noqa: B902 - reported as Runner._guarded does
+            failure, value = e, None
+        del namespace, module
+        # Runner._after_cell: anything to show, a figure, a thread: the Runner reports it.
+        if failure is not None or value is not None or _lean_sink is not None:
+            return hand_on(failure, value)
+        if capture and "matplotlib.pyplot" in sys.modules:
+            helpers = sys.modules.get("matplotlib._pylab_helpers")
+            if helpers is None or helpers.Gcf.get_num_fig_managers():
+                return hand_on()
+        threading = sys.modules.get("threading")
+        if threading is not None and (threading.active_count() > 1 or getattr(threading, "_threading_atexits", None)):
+            return hand_on()
+        if not rehearsal and atexit._ncallbacks():
+            # Runner._finish_threads_and_atexit: the handlers (the profile's modules register
+            # some: matplotlib does) run here; what they show or write is looked for below.
+            try:
+                atexit._run_exitfuncs()
+            except BaseException as e:  # noqa: B902 - reported as Runner._guarded does
+                return hand_on(e, finish=True)
+        # Runner._finish with nothing but the end event to write.
+        for stream in (sys.stdout, stdout, sys.stderr, stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except Exception:
+                pass
+        if before is not None:
+            after, complete = _scan_files()
+            if not complete or any(before.get(rel) != sig for rel, sig in after.items()):
+                return hand_on(finish=True)
+        if _lean_sink is not None:  # a display from another thread meanwhile
+            return hand_on(finish=True)
+        _display.target = None
+        channel.write([_end_line(0)])
+        return 0
+    except BaseException as e:  # noqa: B902 - the runner must always end with an end event
+        return _runner_failure(e, channel)
+
+
+def _lean_hand_on(raw, channel, lines, before, stdout, stderr, failure, value, finish=False):
+    """A lean run with more to report than its end event: a Runner, in the state Runner.run
+    would have reached, reports it (from _after_cell, or from _finish when finish)."""
+    runner = Runner(Config(raw), channel)
+    runner._lines = lines
+    runner._files_before = before
+    runner._stdout, runner._stderr = stdout, stderr
+    runner._depth_granted = True
+    if _lean_sink is not None:
+        runner._sink = _lean_sink
+    if _display.target is _lean_display or finish:
+        _display.target = runner._sink.add_display
+    if failure is not None:
+        if isinstance(failure, SystemExit):
+            runner._record_exit(failure)
+        else:
+            runner._record_exception(failure)
+    if finish:
+        return runner._finish(None)
+    return runner._after_cell(failure is None, value)
+
+
+def _end_line(exit_code):
+    """_encode_event(_end_event(exit_code)) for a one-shot run, without json (the same bytes)."""
+    import resource
+
+    try:
+        peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    except Exception:  # noqa: BLE001
+        peak = 0
+    return b'{"type":"end","exit_code":%d,"max_rss_kb":%d}\n' % (exit_code, peak)
+
+
 def _run(load, after_fork=False):
     channel = None
     try:
@@ -1790,27 +2123,33 @@ def _run(load, after_fork=False):
             return Runner(config, channel).run_program()
         return Runner(config, channel).run()
     except BaseException as e:  # noqa: B902 - the runner must always end with an end event
-        import traceback
+        return _runner_failure(e, channel)
 
-        if isinstance(e, ConfigError):
-            message = f"airlock: runner config error: {e}\n"
-            name = "AirlockConfigError"
-        else:
-            message = "airlock: internal runner error:\n" + "".join(traceback.format_exception(e))
-            name = "AirlockRunnerError"
-        try:
-            sys.stdout.flush()
-        except Exception:
-            pass
-        sys.stderr.write(message)
-        sys.stderr.flush()
-        if channel is not None:
-            channel.write([
-                _encode_event({"type": "error", "name": name, "value": _safe_str(e),
-                               "traceback": message}),
-                _encode_event(_end_event(EXIT_RUNNER_FAILURE)),
-            ])
-        return EXIT_RUNNER_FAILURE
+
+def _runner_failure(e, channel):
+    """The runner's own failure e (a bad config, a bug): said on stderr and in the error and end
+    events; exit code 2."""
+    import traceback
+
+    if isinstance(e, ConfigError):
+        message = f"airlock: runner config error: {e}\n"
+        name = "AirlockConfigError"
+    else:
+        message = "airlock: internal runner error:\n" + "".join(traceback.format_exception(e))
+        name = "AirlockRunnerError"
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    sys.stderr.write(message)
+    sys.stderr.flush()
+    if channel is not None:
+        channel.write([
+            _encode_event({"type": "error", "name": name, "value": _safe_str(e),
+                           "traceback": message}),
+            _encode_event(_end_event(EXIT_RUNNER_FAILURE)),
+        ])
+    return EXIT_RUNNER_FAILURE
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "exec/zygote_protocol.h"
@@ -153,6 +155,84 @@ bool ReadFull(int fd, char* buf, size_t size) {
   return true;
 }
 
+// The request as a Python dict, made from its JSON with the C API rather than
+// by the json module in the run: that module's code and its decoder's objects
+// are ~70 pages of the zygote a run would otherwise copy (CPython 3.11 writes
+// the reference count of everything it touches; docs/benchmarks.md). nullptr
+// when the JSON holds anything json.loads could read differently (a float,
+// which may be an integer too large for 64 bits; a string that is not strict
+// UTF-8, such as an escaped lone surrogate; nesting past kMaxDepth) or is not
+// JSON at all: the runner then parses the bytes itself, as it always did.
+// ordered_json: keys in their order, a repeated key's last value in its first
+// place, as a Python dict built by json.loads has them.
+constexpr int kMaxRequestDepth = 16;
+
+PyObject* UnicodeOf(const std::string& s) {
+  PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "strict");
+  if (u == nullptr) PyErr_Clear();
+  return u;
+}
+
+PyObject* PythonOf(const nlohmann::ordered_json& j, int depth) {
+  using Type = nlohmann::ordered_json::value_t;
+  switch (j.type()) {
+    case Type::null:
+      return Py_NewRef(Py_None);
+    case Type::boolean:
+      return PyBool_FromLong(j.get<bool>());
+    case Type::number_integer:
+      return PyLong_FromLongLong(j.get<int64_t>());
+    case Type::number_unsigned:
+      return PyLong_FromUnsignedLongLong(j.get<uint64_t>());
+    case Type::string:
+      return UnicodeOf(j.get_ref<const std::string&>());
+    case Type::array: {
+      if (depth >= kMaxRequestDepth) return nullptr;
+      PyObject* list = PyList_New(static_cast<Py_ssize_t>(j.size()));
+      if (list == nullptr) return nullptr;
+      Py_ssize_t i = 0;
+      for (const auto& item : j) {
+        PyObject* v = PythonOf(item, depth + 1);
+        if (v == nullptr) {
+          Py_DECREF(list);
+          return nullptr;
+        }
+        PyList_SET_ITEM(list, i++, v);  // steals v
+      }
+      return list;
+    }
+    case Type::object: {
+      if (depth >= kMaxRequestDepth) return nullptr;
+      PyObject* dict = PyDict_New();
+      if (dict == nullptr) return nullptr;
+      for (const auto& [key, item] : j.items()) {
+        PyObject* k = UnicodeOf(key);
+        PyObject* v = k ? PythonOf(item, depth + 1) : nullptr;
+        if (v == nullptr || PyDict_SetItem(dict, k, v) != 0) {
+          Py_XDECREF(k);
+          Py_XDECREF(v);
+          Py_DECREF(dict);
+          PyErr_Clear();
+          return nullptr;
+        }
+        Py_DECREF(k);
+        Py_DECREF(v);
+      }
+      return dict;
+    }
+    default:  // a float, or what a parser of JSON text never makes
+      return nullptr;
+  }
+}
+
+PyObject* RequestDict(const std::string& request) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(request, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return nullptr;  // also what did not parse (discarded)
+  PyObject* dict = PythonOf(j, 0);
+  if (dict == nullptr) PyErr_Clear();  // the bytes fallback starts with no error set
+  return dict;
+}
+
 // Our command line's memory (argv strings are contiguous).
 char* g_argv_begin = nullptr;
 char* g_argv_end = nullptr;
@@ -182,7 +262,8 @@ char* g_argv_end = nullptr;
   // The runner closes the control socket before any user code runs, unless
   // the request makes this run a session, which takes its calls (and
   // interrupts) there (airlock_runner.py, "Sessions").
-  PyObject* arg = PyBytes_FromStringAndSize(request.data(), static_cast<Py_ssize_t>(size));
+  PyObject* arg = RequestDict(request);
+  if (arg == nullptr) arg = PyBytes_FromStringAndSize(request.data(), static_cast<Py_ssize_t>(size));
   std::string().swap(request);
   PyObject* result = arg ? PyObject_CallFunction(warm_main, "Oi", arg, control) : nullptr;
   Py_XDECREF(arg);

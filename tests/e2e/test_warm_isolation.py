@@ -852,6 +852,18 @@ class TestWarmPool(RunCase):
     def setUp(self):
         warm_only()
 
+    def test_a_plain_cell_takes_the_runners_lean_path(self):
+        # The server's request for a plain /v1/execute cell must be one the runner's lean path
+        # takes (issue 24: it writes fewer of the zygote's pages; test_runner_lean.py proves it
+        # reports the same): a key added to the request, or a preimport the zygote could not
+        # import, would quietly send every run to the whole path. The cell's caller says which.
+        body = self.run_code("import sys\nprint(sys._getframe().f_back.f_code.co_name)")
+        self.assertEqual(body["stdout"], "_lean_run\n", body)
+        # Something to show is handed on to the Runner, and reported as it reports it.
+        body = self.run_code("x = 6\nx * 7")
+        self.assertEqual(body["result"], "42", body)
+        self.assertEqual(body["results"], [{"data": {"text/plain": "42"}, "is_main_result": True}], body)
+
     def test_readyz_lists_a_ready_pool_per_profile(self):
         status, body = server.readyz()
         self.assertEqual(status, 200, body)

@@ -1,0 +1,321 @@
+"""The lean path of a warm run (airlock_runner._lean_run, issue 24) against the whole one.
+
+A warm run's program is a fork of the zygote that calls warm_rehearse() and then
+warm_main(request). A one-shot request the lean path takes is run without the Runner; whatever
+has more to report than its end event is handed to a Runner. Either way a user must see exactly
+what the whole path (Runner.run) gives: the same stdout, stderr, events and exit status. Each case
+here runs twice in forks of one interpreter loaded as the zygote loads the runner (a module named
+airlock_runner, complete_site, zygote_preimport, gc.freeze): once as a warm run does, once with the
+lean path switched off, and the two are compared. Each case also says whether the lean path must
+take it (airlock_runner.lean_runs), so that a change that quietly sends everything to the whole
+path fails here too.
+
+Run: /usr/bin/python3 -m unittest discover -s tests/unit/runtime -v
+"""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+PYTHON = "/usr/bin/python3"
+SOURCE_DIR = Path(os.environ.get("AIRLOCK_SOURCE_DIR") or Path(__file__).resolve().parents[3])
+RUNNER = SOURCE_DIR / "runtime" / "python" / "airlock_runner.py"
+
+# Runs in /usr/bin/python3 -I -B -S: loads the runner as the zygote does (src/exec/zygote_main.cc,
+# kBootstrap), then forks one child per (case, mode). A child runs in its own working directory,
+# its fds 1 and 2 on files, its result channel on fd 3, and reports the runner's lean_runs on fd 4.
+_DRIVER = r'''
+import gc, json, os, sys, types
+runner_path, cases_path, out_dir, preimport = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+_runner = types.ModuleType("airlock_runner")
+_runner.__file__ = runner_path
+with open(runner_path, "rb") as f:
+    exec(compile(f.read(), runner_path, "exec"), _runner.__dict__)
+_runner.complete_site()
+failed = _runner.zygote_preimport(preimport)
+assert not failed, failed
+gc.collect()
+gc.freeze()
+with open(cases_path) as f:
+    cases = json.load(f)
+for i, case in enumerate(cases):
+    for mode in ("lean", "whole"):
+        where = os.path.join(out_dir, f"{i}-{mode}")
+        os.mkdir(where)
+        os.mkdir(os.path.join(where, "cwd"))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.chdir(os.path.join(where, "cwd"))
+                for fd, name in ((1, "stdout"), (2, "stderr"), (3, "events"), (4, "lean_runs")):
+                    target = os.open(os.path.join(where, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    if target != fd:
+                        os.dup2(target, fd)
+                        os.close(target)
+                if mode == "whole":
+                    _runner._lean_request = lambda raw: None
+                _runner.warm_rehearse()
+                request = case["request"]
+                if case.get("as_bytes"):
+                    request = json.dumps(request).encode()
+                code = _runner.warm_main(request, -1)
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except Exception:
+                        pass
+                os.write(4, str(_runner.lean_runs).encode())
+            except BaseException as e:
+                os.write(2, f"DRIVER FAILURE {e!r}".encode())
+                code = 99
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        with open(os.path.join(where, "status"), "w") as f:
+            f.write(str(os.waitstatus_to_exitcode(status)))
+'''
+
+
+def _has(module):
+    return subprocess.run([PYTHON, "-I", "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+HAS_MATPLOTLIB = _has("matplotlib")
+
+
+def _request(code, **extra):
+    """A one-shot request as RunnerConfigToJson makes it for a warm run of `general`."""
+    request = {
+        "code": code,
+        "filename": "main.py",
+        "allowed_imports": None,
+        "runtime_imports_mode": "enforce",
+        "blocklist": [],
+        "preimport": [],
+        "capture_figures": True,
+        "result_fd": 3,
+        "max_result_bytes": 1 << 20,
+        "max_results": 16,
+        "max_result_values": 1 << 16,
+        "max_out_files": 8,
+        "max_out_bytes": 1 << 20,
+        "stream": False,
+    }
+    request.update(extra)
+    return request
+
+
+def _outcome(where):
+    def read(name):
+        with open(os.path.join(where, name), "rb") as f:
+            # An object's address ("<function f at 0x...>") differs from fork to fork.
+            return re.sub(r"0x[0-9a-f]{6,}", "0x?", f.read().decode("utf-8", "replace"))
+
+    events = [json.loads(line) for line in read("events").splitlines()]
+    for e in events:
+        if e.get("type") == "end":
+            assert type(e.pop("max_rss_kb")) is int
+    return {"status": int(read("status")), "stdout": read("stdout"), "stderr": read("stderr"),
+            "events": events, "files": sorted(os.listdir(os.path.join(where, "cwd")))}
+
+
+def _run_both(cases, preimport=()):
+    """[(lean outcome, whole outcome, lean_runs of the lean mode)] for each case."""
+    with tempfile.TemporaryDirectory(prefix="airlock-lean-test-") as tmp:
+        cases_path = os.path.join(tmp, "cases.json")
+        with open(cases_path, "w") as f:
+            json.dump(cases, f)
+        out = os.path.join(tmp, "out")
+        os.mkdir(out)
+        home = os.path.join(tmp, "home")
+        os.mkdir(home)
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home,
+               "MPLCONFIGDIR": os.path.join(home, "mpl")}
+        proc = subprocess.run([PYTHON, "-I", "-B", "-S", "-c", _DRIVER, str(RUNNER), cases_path, out, *preimport],
+                              env=env, capture_output=True, timeout=300)
+        if proc.returncode != 0:
+            raise AssertionError(f"driver failed: {proc.stderr.decode(errors='replace')}")
+        results = []
+        for i in range(len(cases)):
+            lean, whole = _outcome(os.path.join(out, f"{i}-lean")), _outcome(os.path.join(out, f"{i}-whole"))
+            with open(os.path.join(out, f"{i}-lean", "lean_runs")) as f:
+                results.append((lean, whole, int(f.read() or -1)))
+        return results
+
+
+# (name, code or request, whether the lean path takes it)
+_CASES = [
+    ("print", "print(1)", True),
+    ("nothing", "", True),
+    ("comments only", "# nothing\n\n", True),
+    ("statements", "x = 1\ny = x + 1\nprint(y)", True),
+    ("value", "x = 41\nx + 1", True),
+    ("value with a comment after it", "x = 2\nx * 3\n# the end\n\n", True),
+    ("multi-line value", "x = 2\n(x +\n  3)", True),
+    ("value in an indented block is not shown", "if True:\n    5", True),
+    ("trailing semicolon", "x = 1\nx;", True),
+    ("two statements on a line", "x = 1; x", True),
+    ("None is not shown", "None", True),
+    ("decorated function last", "import functools\n@functools.lru_cache\ndef f():\n    return 1", True),
+    ("class last", "class A:\n    x = 1\n\nA.x", True),
+    ("multi-line string then value", "s = '''\nabc\n1 + 1\n'''\nlen(s)", True),
+    ("string ending the cell", "s = 1\n'''\ntext\n'''", True),
+    ("walrus value", "(y := 3)", True),
+    ("display", "display('shown')\nprint('after')", True),
+    ("rich repr", "class H:\n    def _repr_html_(self):\n        return '<b>x</b>'\nH()", True),
+    ("exception", "print('before')\n1/0", True),
+    ("exception in a function", "def f():\n    raise ValueError('bad')\n\nf()", True),
+    ("chained exception", "try:\n    {}['k']\nexcept KeyError as e:\n    raise RuntimeError('wrapped') from e", True),
+    ("exception in the last expression", "x = 0\n1 / x", True),
+    ("sys.exit(3)", "import sys\nprint('out')\nsys.exit(3)", True),
+    ("sys.exit(message)", "import sys\nsys.exit('no good')", True),
+    ("raise SystemExit", "raise SystemExit", True),
+    ("exit()", "exit(4)", True),
+    ("KeyboardInterrupt", "raise KeyboardInterrupt", True),
+    ("file written", "with open('out.txt', 'w') as f:\n    f.write('hello')", True),
+    ("file written and a value", "open('a.txt', 'w').write('abc')", True),
+    ("thread", "import threading, time\n"
+               "def work():\n    time.sleep(0.05)\n    print('thread done')\n"
+               "threading.Thread(target=work).start()\nprint('main done')", True),
+    ("atexit", "import atexit\natexit.register(print, 'bye')\nprint('hi')", True),
+    ("atexit fails", "import atexit\ndef f():\n    raise OSError('in atexit')\natexit.register(f)", True),
+    ("recursion depth", "import sys\ndef d(n):\n    try:\n        return d(n + 1)\n    except RecursionError:\n"
+                        "        return n\nprint(d(0))", True),
+    ("argv and __main__", "import sys, __main__\nprint(sys.argv, __name__, __main__.__dict__.get('q', 'none'))",
+     True),
+    ("stderr and stdout order", "import sys\nprint('a')\nsys.stderr.write('b\\n')\nprint('c')", True),
+    ("unicode and surrogates", "print('é ☃')\nimport sys\nsys.stdout.write('\\udcff\\n')", True),
+    ("syntax error", "x = (", False),
+    ("indentation error", "  x = 1\n y = 2", False),
+    ("null byte", "x = 1\x00", False),
+    ("top-level await", "import asyncio\nawait asyncio.sleep(0)\n7", False),
+    ("await inside a value", "import asyncio\nasync def f():\n    return 8\nawait f()", False),
+    ("import refused", {"code": "import socket", "allowed_imports": ["math"]}, True),
+    ("import allowed", {"code": "import math\nprint(math.pi)", "allowed_imports": ["math"]}, True),
+    ("observe mode with any import", {"code": "import socket\nprint(1)", "runtime_imports_mode": "observe"}, True),
+    ("observe mode with an allowlist is the whole path's",
+     {"code": "import socket\nprint(1)", "runtime_imports_mode": "observe", "allowed_imports": ["math"]}, False),
+    ("env", {"code": "import os\nprint(os.environ['FOO'])", "env": {"FOO": "bar"}}, True),
+    ("bad env goes to the whole path", {"code": "print(1)", "env": {"A=B": "x"}}, False),
+    ("stream", {"code": "print(1)\n1/0", "stream": True}, True),
+    ("no files counted", {"code": "open('z.txt', 'w').write('z')", "max_out_files": 0}, True),
+    ("a seed is the whole path's", {"code": "import random\nprint(random.random())", "seed": 5}, False),
+    ("input files are the whole path's",
+     {"code": "print(open('in.txt').read())", "files": [["in.txt", "aGk="]]}, False),
+    ("unknown key", {"code": "print(1)", "surprise": 1}, False),
+    ("the request as bytes", {"code": "print(2)\n3", "as_bytes": True}, True),
+    ("a cell past the split's size limit", "x = 1\n" + "# pad\n" * 12000 + "x", True),
+]
+
+if HAS_MATPLOTLIB:
+    _CASES += [
+        ("open figure", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint('plotted')", True),
+        ("shown figure", "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nprint('x')", True),
+        ("figure as value", "import matplotlib.pyplot as plt\nfig = plt.figure()\nfig", True),
+        ("no capture", {"code": "import matplotlib.pyplot as plt\nplt.plot([1])", "capture_figures": False},
+         True),
+    ]
+
+
+def _as_case(spec):
+    if isinstance(spec, str):
+        return {"request": _request(spec)}
+    spec = dict(spec)
+    as_bytes = spec.pop("as_bytes", False)
+    return {"request": _request(**spec), "as_bytes": as_bytes}
+
+
+class LeanPathTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.results = _run_both([_as_case(spec) for _, spec, _ in _CASES])
+
+    def test_every_case_reads_as_on_the_whole_path(self):
+        for (name, spec, _), (lean, whole, _) in zip(_CASES, self.results):
+            with self.subTest(name):
+                self.assertEqual(lean, whole)
+
+    def test_the_lean_path_takes_what_it_should(self):
+        for (name, spec, takes), (lean, whole, lean_runs) in zip(_CASES, self.results):
+            with self.subTest(name):
+                self.assertEqual(lean_runs, 1 if takes else 0)
+
+    def test_the_cases_say_something(self):
+        # The comparison above holds trivially if both paths fail alike: a few anchors.
+        by_name = {name: lean for (name, _, _), (lean, _, _) in zip(_CASES, self.results)}
+        self.assertEqual(by_name["print"]["stdout"], "1\n")
+        self.assertEqual([e["type"] for e in by_name["print"]["events"]], ["end"])
+        self.assertEqual(by_name["value"]["events"][0]["data"]["text/plain"], "42")
+        self.assertEqual(by_name["exception"]["status"], 1)
+        self.assertIn('File "main.py", line 2', by_name["exception"]["stderr"])
+        self.assertNotIn("airlock_runner", by_name["exception"]["stderr"])
+        self.assertEqual(by_name["sys.exit(3)"]["status"], 3)
+        self.assertEqual(by_name["thread"]["stdout"], "main done\nthread done\n")
+        self.assertEqual(by_name["atexit"]["stdout"], "hi\nbye\n")
+        self.assertIn("ImportError: import of 'socket' is not allowed", by_name["import refused"]["stderr"])
+        self.assertEqual(by_name["env"]["stdout"], "bar\n")
+        self.assertIn("observe: import of 'socket' would be blocked",
+                      by_name["observe mode with an allowlist is the whole path's"]["stderr"])
+        self.assertEqual(by_name["file written"]["files"], ["out.txt"])
+        self.assertEqual([e["type"] for e in by_name["file written"]["events"]], ["file", "end"])
+        # Python's own depth (the whole path's is pinned to it by test_runner's
+        # test_recursion_depth_is_pythons).
+        code = dict((name, spec) for name, spec, _ in _CASES)["recursion depth"]
+        plain = subprocess.run([PYTHON, "-I", "-c", code], capture_output=True, text=True)
+        self.assertEqual(by_name["recursion depth"]["stdout"], plain.stdout)
+        if HAS_MATPLOTLIB:
+            kinds = [e["type"] for e in by_name["open figure"]["events"]]
+            self.assertEqual(kinds, ["result", "end"])
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+HAS_PANDAS = _has("pandas")
+
+_DS_PREIMPORT = ("numpy", "pandas")
+_DS_CASES = [
+    ("numpy print", "import numpy as np\nprint(np.arange(3).sum())", True),
+    ("numpy value", "import numpy as np\nnp.arange(4)", True),
+    # Two forks of one zygote draw different numbers only if each run reseeds (_reseed_after_fork).
+    ("random draws are fresh per run", "import numpy as np, random\nprint(np.random.random(), random.random())", True),
+    ("DataFrame value", "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})", True),
+    ("DataFrame display", "import pandas as pd\ndisplay(pd.DataFrame({'a': [1]}))", True),
+    ("a module not preimported is the whole path's", {"code": "print(1)", "preimport": ["numpy", "not_there"]}, False),
+]
+
+
+@unittest.skipUnless(HAS_PANDAS, "/usr/bin/python3 has no pandas (python3-pandas)")
+class LeanPathDataScienceTest(unittest.TestCase):
+    """The same comparison in a zygote that preimported numpy and pandas, as data-science's."""
+
+    @classmethod
+    def setUpClass(cls):
+        cases = []
+        for _, spec, _ in _DS_CASES:
+            case = _as_case(spec)
+            case["request"].setdefault("preimport", list(_DS_PREIMPORT))
+            if case["request"]["preimport"] == []:
+                case["request"]["preimport"] = list(_DS_PREIMPORT)
+            cases.append(case)
+        cls.results = _run_both(cases, preimport=_DS_PREIMPORT)
+
+    def test_every_case_reads_as_on_the_whole_path(self):
+        for (name, _, takes), (lean, whole, lean_runs) in zip(_DS_CASES, self.results):
+            with self.subTest(name):
+                if name == "random draws are fresh per run":
+                    self.assertNotEqual(lean["stdout"], whole["stdout"])
+                    lean["stdout"] = whole["stdout"] = ""
+                self.assertEqual(lean, whole)
+                self.assertEqual(lean_runs, 1 if takes else 0)
+
+    def test_the_cases_say_something(self):
+        by_name = {name: lean for (name, _, _), (lean, _, _) in zip(_DS_CASES, self.results)}
+        self.assertEqual(by_name["numpy print"]["stdout"], "3\n")
+        self.assertIn("text/html", by_name["DataFrame value"]["events"][0]["data"])
