@@ -273,9 +273,6 @@ class LeanPathTest(unittest.TestCase):
             self.assertEqual(kinds, ["result", "end"])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 HAS_PANDAS = _has("pandas")
 
@@ -297,13 +294,10 @@ class LeanPathDataScienceTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cases = []
-        for _, spec, _ in _DS_CASES:
-            case = _as_case(spec)
-            case["request"].setdefault("preimport", list(_DS_PREIMPORT))
-            if case["request"]["preimport"] == []:
-                case["request"]["preimport"] = list(_DS_PREIMPORT)
-            cases.append(case)
+        # Each request names the zygote's preimports, as data-science's do, unless it says
+        # otherwise.
+        cases = [_as_case({"preimport": list(_DS_PREIMPORT), **({"code": spec} if isinstance(spec, str) else spec)})
+                 for _, spec, _ in _DS_CASES]
         cls.results = _run_both(cases, preimport=_DS_PREIMPORT)
 
     def test_every_case_reads_as_on_the_whole_path(self):
@@ -319,3 +313,7 @@ class LeanPathDataScienceTest(unittest.TestCase):
         by_name = {name: lean for (name, _, _), (lean, _, _) in zip(_DS_CASES, self.results)}
         self.assertEqual(by_name["numpy print"]["stdout"], "3\n")
         self.assertIn("text/html", by_name["DataFrame value"]["events"][0]["data"])
+
+
+if __name__ == "__main__":
+    unittest.main()
