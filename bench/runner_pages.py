@@ -26,6 +26,8 @@ nothing):
   no files      the working directory is not scanned (before and after the cell)
   no reseed     the run's random generators are not reseeded after the fork
   no rehearsal  warm_rehearse() is skipped (a run then pays its pages on the request's time)
+  one zygote rehearsal  the zygote walks the lean path once instead of until its bytecode has
+                settled (zygote_preimport's rehearsals)
 
 The stubs change what the runner does: they are measurements of what a rewrite could save,
 never a configuration.
@@ -50,7 +52,7 @@ from cpu_per_run import PYTHON, RUNNER, runner_request, write_json
 from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
 VARIANTS = ["cell alone", "as is", "whole path", "bytes in", "no split", "no guard", "no files", "no reseed",
-            "no rehearsal"]
+            "no rehearsal", "one zygote rehearsal"]
 
 # Run by /usr/bin/python3 -I -S: argv = runner preimport request variant k. Prints the children's
 # minor faults, one a line.
@@ -66,6 +68,8 @@ runner.__file__ = "/sandbox/airlock_runner.py"
 with open(path, "rb") as f:
     exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
 runner.complete_site()
+if variant == "one zygote rehearsal":
+    runner._ZYGOTE_REHEARSALS = 1
 runner.zygote_preimport(mods, helpers)
 raw = request.encode()
 if variant == "whole path":

@@ -1263,6 +1263,8 @@ class Runner:
             guard = ImportGuard(cfg.allowed_imports, cfg.mode == "observe", cfg.filename, self._warn)
             if cfg.capture_figures:
                 guard.after_import("matplotlib.pyplot", self._patch_pyplot)
+            else:
+                _own_pyplot_show()
             if cfg.seed is not None:
                 guard.after_import("numpy.random", self._seed_numpy)
             for name in ("PIL.Image", "PIL.ImageShow"):
@@ -1532,9 +1534,22 @@ def zygote_preimport(names, helper_sources=None):
         if name in sys.modules:
             _display.install_pil_hooks(sys.modules[name])
     builtins.display = _display.display
+    _zygote_patch_pyplot()
+    _zygote_map_numpy_state()
     # The streams as every run sets them up (a run then finds nothing to change in them).
     _setup_streams()
+    # The lean path walked here until CPython 3.11 has quickened and specialised its bytecode
+    # (a code object is quickened after 8 calls; its adaptive instructions specialise on later
+    # passes): a run that walks it then finds its bytecode settled instead of rewriting it, and
+    # its warm-up counters, in pages it would copy (20-50 of a run's pages, bench/runner_pages.py
+    # "one zygote rehearsal"). Trusted code on a trivial cell, leaving nothing behind
+    # (warm_rehearse); every run still rehearses once on its own before its request.
+    for _ in range(_ZYGOTE_REHEARSALS):
+        warm_rehearse()
     return failed
+
+
+_ZYGOTE_REHEARSALS = 16
 
 
 def _warm_numpy():
@@ -1789,6 +1804,38 @@ def warm_rehearse():
 
 # The state of numpy's legacy generator (MT19937): 624 words of 32 bits, and the position.
 _MT19937_WORDS = 624
+_MT_KEY_BYTES = 4 * _MT19937_WORDS
+_MT_POS_FRESH = _MT19937_WORDS.to_bytes(4, sys.byteorder)  # the next draw regenerates the key
+_mt_state = None  # the legacy generator's C state (key, pos) as bytes, when the zygote mapped it
+
+
+def _zygote_map_numpy_state():
+    """In the zygote: a writable view of numpy's legacy generator's C state (its mt19937_state,
+    `uint32_t key[624]; int pos`), through the address numpy publishes for it (ctypes), so that
+    a run reseeds it with one write instead of set_state(). Kept only when a state set through
+    numpy reads back through the view exactly; a numpy laid out otherwise keeps set_state().
+    Its last step: nothing after it in the zygote draws from the generator, so the gaussian it
+    may cache (has_gauss, which a run's write does not touch) stays clear, as set_state left it."""
+    global _mt_state
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is None:
+        return
+    try:
+        import ctypes
+
+        numpy = sys.modules["numpy"]
+        bitgen = numpy_random.mtrand._rand._bit_generator
+        if type(bitgen).__name__ != "MT19937":
+            return
+        size = _MT_KEY_BYTES + len(_MT_POS_FRESH)
+        view = memoryview((ctypes.c_uint8 * size).from_address(bitgen.ctypes.state_address)).cast("B")
+        key = numpy.arange(0x9E3779B9, 0x9E3779B9 + _MT19937_WORDS, dtype="uint32")
+        numpy_random.set_state(("MT19937", key, 17))
+        if view.nbytes != size or view.readonly or bytes(view) != key.tobytes() + (17).to_bytes(4, sys.byteorder):
+            return
+        _mt_state = view
+    except Exception:  # noqa: BLE001 - no mapping: runs reseed through set_state()
+        return
 
 
 def _reseed_after_fork(seed):
@@ -1804,7 +1851,13 @@ def _reseed_after_fork(seed):
         return
     # Fresh words from the kernel make the whole state: as unpredictable as seed(None) (whose
     # SeedSequence draws 128 bits and stretches them), without its Python and Cython path,
-    # which copies ~90 of the zygote's pages into every run (bench/runner_pages.py).
+    # which copies ~90 of the zygote's pages into every run (bench/runner_pages.py); written
+    # straight into the generator's C state where the zygote mapped it, ~55 pages fewer than
+    # set_state()'s checks and copies (_zygote_map_numpy_state).
+    if _mt_state is not None:
+        _mt_state[:_MT_KEY_BYTES] = os.urandom(_MT_KEY_BYTES)
+        _mt_state[_MT_KEY_BYTES:] = _MT_POS_FRESH
+        return
     try:
         key = sys.modules["numpy"].frombuffer(os.urandom(4 * _MT19937_WORDS), dtype="uint32")
         numpy_random.set_state(("MT19937", key, _MT19937_WORDS))
@@ -1846,6 +1899,31 @@ def _lean_display(make_bundle):
     if _lean_sink is None:
         _lean_sink = ResultSink(*_lean_caps)
     _lean_sink.add_display(make_bundle)
+
+
+def _zygote_patch_pyplot():
+    """In the zygote, when the profile preimports pyplot: its show() made the lean path's once
+    here (a patch per run copied ~65 pages into every `general` run, bench/runner_pages.py). A run
+    that captures figures finds it in place; one that does not puts matplotlib's own back
+    (_own_pyplot_show), and the whole path puts its Runner's in, as before."""
+    global _pyplot_own_show, _lean_show
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    _pyplot_own_show = pyplot.show
+    _lean_patch_pyplot(pyplot)
+    _lean_show = pyplot.show
+
+
+_pyplot_own_show = None  # matplotlib's pyplot.show, when the zygote replaced it
+_lean_show = None        # the lean path's pyplot.show the zygote installed
+
+
+def _own_pyplot_show():
+    """A run that does not capture figures: pyplot.show is matplotlib's own."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if _pyplot_own_show is not None and pyplot is not None and pyplot.show is _lean_show:
+        pyplot.show = _pyplot_own_show
 
 
 def _lean_patch_pyplot(pyplot):
@@ -1991,7 +2069,10 @@ def _lean_run(raw, control, rehearsal=False):
         if capture:
             _setup_matplotlib_env()
         guard = ImportGuard(raw.get("allowed_imports"), False, filename, None)
-        if capture:
+        if not capture:
+            if not rehearsal:  # (the rehearsal shows nothing and leaves the zygote's show)
+                _own_pyplot_show()
+        elif _lean_show is None or sys.modules["matplotlib.pyplot"].show is not _lean_show:
             guard.after_import("matplotlib.pyplot", _lean_patch_pyplot)
         for name in ("PIL.Image", "PIL.ImageShow"):
             if name not in _display.hooked:

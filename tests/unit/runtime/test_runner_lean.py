@@ -315,5 +315,100 @@ class LeanPathDataScienceTest(unittest.TestCase):
         self.assertIn("text/html", by_name["DataFrame value"]["events"][0]["data"])
 
 
+_PLOT_PREIMPORT = ("matplotlib.pyplot",)
+_PLOT_CASES = [
+    ("shown figure", "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nprint('x')", True),
+    ("open figure", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint('plotted')", True),
+    ("figure as value", "import matplotlib.pyplot as plt\nfig = plt.figure()\nfig", True),
+    # matplotlib's own show(), as the whole path leaves it: nothing shown, the figure stays open.
+    ("no capture, shown", {"code": "import matplotlib.pyplot as plt\nplt.plot([1])\nplt.show()\n"
+                                   "print(len(plt.get_fignums()))", "capture_figures": False}, True),
+    ("print", "print(1)", True),
+]
+
+
+@unittest.skipUnless(HAS_MATPLOTLIB, "/usr/bin/python3 has no matplotlib (python3-matplotlib)")
+class LeanPathPyplotPreimportedTest(unittest.TestCase):
+    """In a zygote that preimported pyplot, as general's does, the lean path's pyplot.show is
+    installed once in the zygote (_zygote_patch_pyplot): a run that captures figures must show
+    them as the whole path does, and one that does not must get matplotlib's own show()."""
+
+    @classmethod
+    def setUpClass(cls):
+        cases = [_as_case({"preimport": list(_PLOT_PREIMPORT), **({"code": spec} if isinstance(spec, str) else spec)})
+                 for _, spec, _ in _PLOT_CASES]
+        cls.results = _run_both(cases, preimport=_PLOT_PREIMPORT)
+
+    def test_every_case_reads_as_on_the_whole_path(self):
+        for (name, _, takes), (lean, whole, lean_runs) in zip(_PLOT_CASES, self.results):
+            with self.subTest(name):
+                self.assertEqual(lean, whole)
+                self.assertEqual(lean_runs, 1 if takes else 0)
+
+    def test_the_cases_say_something(self):
+        by_name = {name: lean for (name, _, _), (lean, _, _) in zip(_PLOT_CASES, self.results)}
+        self.assertEqual([e["type"] for e in by_name["shown figure"]["events"]], ["result", "end"])
+        self.assertIn("image/png", by_name["shown figure"]["events"][0]["data"])
+        self.assertEqual([e["type"] for e in by_name["no capture, shown"]["events"]], ["end"])
+        self.assertEqual(by_name["no capture, shown"]["stdout"], "1\n")
+
+
+# Loads the runner as the zygote does with numpy preimported, then checks how a fork reseeds
+# numpy's legacy generator: prints one JSON line.
+_RESEED = r'''
+import json, os, sys, types
+_runner = types.ModuleType("airlock_runner")
+_runner.__file__ = sys.argv[1]
+with open(sys.argv[1], "rb") as f:
+    exec(compile(f.read(), sys.argv[1], "exec"), _runner.__dict__)
+_runner.complete_site()
+assert not _runner.zygote_preimport(["numpy"])
+import numpy
+out = {"mapped": _runner._mt_state is not None, "zygote": numpy.random.random()}
+
+def child(seed):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _runner._reseed_after_fork(seed)
+        state = numpy.random.get_state()
+        os.write(w, json.dumps([numpy.random.random(), int(state[2]), int(state[3]),
+                                state[1][:4].tolist()]).encode())
+        os._exit(0)
+    os.close(w)
+    data = os.read(r, 4096)
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+out["forks"] = [child(None), child(None)]
+out["seeded"] = child(5)
+numpy.random.seed(5)
+out["numpy seed 5"] = numpy.random.random()
+print(json.dumps(out))
+'''
+
+
+@unittest.skipUnless(_has("numpy"), "/usr/bin/python3 has no numpy (python3-numpy)")
+class NumpyReseedTest(unittest.TestCase):
+    """A run reseeds numpy's legacy generator by writing fresh words from the kernel straight
+    into its C state, where the zygote found it (_zygote_map_numpy_state): each fork must draw
+    its own numbers, none the zygote's, and a seeded run numpy's own for that seed."""
+
+    def test_each_fork_draws_its_own_numbers(self):
+        proc = subprocess.run([PYTHON, "-I", "-B", "-S", "-c", _RESEED, str(RUNNER)], capture_output=True,
+                              text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out = json.loads(proc.stdout)
+        self.assertTrue(out["mapped"], "the zygote did not map numpy's generator state (Debian 12's numpy)")
+        (a, a_pos, a_gauss, a_key), (b, b_pos, b_gauss, b_key) = out["forks"]
+        self.assertNotEqual(a, b)
+        self.assertNotEqual(a_key, b_key)
+        self.assertNotIn(out["zygote"], (a, b))
+        # Read before the draw, as set_state(key, 624) leaves it: the key regenerated at the first
+        # draw, no cached gaussian.
+        self.assertEqual((a_pos, a_gauss, b_pos, b_gauss), (624, 0, 624, 0))
+        self.assertEqual(out["seeded"][0], out["numpy seed 5"])
+
+
 if __name__ == "__main__":
     unittest.main()
