@@ -30,7 +30,11 @@ struct MountOp {
   // kernel does not have. kBind: a writable bind of a directory of the new
   // root (source) at target; kDetach: the mount at target detached and its
   // directory removed.
-  enum Kind { kDir, kBindRo, kBindFile, kSymlink, kFile, kTmpfs, kProc, kMask, kReadOnly, kBind, kDetach } kind;
+  // kUnmount: the mount at target detached (its directory stays); kRemountRo:
+  // the mount at target made read-only (a template's /dev).
+  enum Kind {
+    kDir, kBindRo, kBindFile, kSymlink, kFile, kTmpfs, kProc, kMask, kReadOnly, kBind, kDetach, kUnmount, kRemountRo
+  } kind;
   std::string target;  // absolute path inside the sandbox
   std::string source;  // bind source, symlink target, or file content
   std::string data;    // tmpfs options
@@ -40,6 +44,10 @@ struct MountOp {
 
 struct ChildPlan {
   std::string staging;  // where the new root's tmpfs is mounted before pivot_root
+  // A warm run whose zygote built a template of its root (kRunTemplate): the
+  // root is a bind of it, and ops are PlanRunFromTemplate's ("": built from
+  // a tmpfs at staging by PlanMounts' ops).
+  std::string run_template;
   std::vector<MountOp> ops;
   std::string hostname;
   std::string workdir;
@@ -83,8 +91,18 @@ std::vector<std::pair<int, struct rlimit>> PlanRlimits(const Limits& limits, boo
 // "sync with parent", "mount", ... for a Step.
 const char* StepName(int step);
 
-// Builds the mount plan for a spec (parent side; allocates).
+// Builds the mount plan for a spec (parent side; allocates). A zygote's
+// (spec.nested_sandbox_host) also builds, when RunTemplateFits, a read-only
+// template of its runs' roots at kRunTemplate: the system trees, /etc and /dev
+// as every run has them, so that a run only mounts what is its own.
 std::vector<MountOp> PlanMounts(const Spec& spec);
+extern const char kRunTemplate[];
+// Whether a run's root can come from a template: nothing of the spec lies in
+// what each run mounts itself (its workspace, /tmp, /dev, /proc).
+bool RunTemplateFits(const Spec& spec);
+// A warm run's plan when its root comes from its zygote's template: its own
+// proc and masks, its workspace, its /dev/shm.
+std::vector<MountOp> PlanRunFromTemplate(const Spec& spec);
 // Child side: mounts a tmpfs at plan.staging, pivots into it (the host root
 // parked at /.oldroot), runs the plan, detaches the host root and makes the
 // new root read-only.

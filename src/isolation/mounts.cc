@@ -80,7 +80,12 @@ unsigned long RemountFlags(const std::string& source) {
 
 class Planner {
  public:
-  Planner() = default;
+  // prefix: where the tree is built ("" for the new root itself, kRunTemplate
+  // for a zygote's template of its runs' roots); paths given to the methods
+  // are the ones the tree's users see, and host paths are read as such.
+  explicit Planner(std::string prefix = "") : prefix_(std::move(prefix)) {
+    if (!prefix_.empty()) ops_.push_back(MountOp{MountOp::kDir, prefix_, "", "", 0, 0755});
+  }
 
   void Dir(const std::string& path, unsigned mode = 0755) {
     if (path.empty() || path == "/" || dirs_.count(path)) return;
@@ -161,29 +166,31 @@ class Planner {
     Add(MountOp::kBind, target, source);
   }
   void Detach(const std::string& path) { Add(MountOp::kDetach, path); }
+  void Unmount(const std::string& path) { Add(MountOp::kUnmount, path); }
   void Mask(const std::string& path) { Add(MountOp::kMask, path); }
   void ReadOnly(const std::string& path) { Add(MountOp::kReadOnly, path); }
+  void RemountRo(const std::string& path) { Add(MountOp::kRemountRo, path); }
 
   std::vector<MountOp> Take() { return std::move(ops_); }
 
  private:
   MountOp& Add(MountOp::Kind kind, const std::string& path, std::string source = "",
                std::string data = "", unsigned mode = 0755) {
-    MountOp op{kind, path, std::move(source), std::move(data), 0, mode};
+    MountOp op{kind, prefix_ + path, std::move(source), std::move(data), 0, mode};
     ops_.push_back(std::move(op));
     return ops_.back();
   }
 
+  std::string prefix_;
   std::set<std::string> dirs_;
   std::vector<MountOp> ops_;
 };
 
 std::string SizeOption(int64_t bytes) { return "size=" + std::to_string(std::max<int64_t>(bytes, 4096)); }
 
-}  // namespace
-
-std::vector<MountOp> PlanMounts(const Spec& spec) {
-  Planner p;
+// What every root has and no run of it changes: the system trees, /etc, and
+// /dev with its devices.
+void PlanSystem(Planner& p, const Spec& spec) {
   for (const char* path : kSystemPaths) p.MirrorRo(path);
 
   p.Dir("/etc");
@@ -203,6 +210,69 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   p.Symlink("/dev/stdin", "/proc/self/fd/0");
   p.Symlink("/dev/stdout", "/proc/self/fd/1");
   p.Symlink("/dev/stderr", "/proc/self/fd/2");
+}
+
+bool Below(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
+// A zygote's template of its runs' roots (PlanRunFromTemplate): their static
+// part, built once with the zygote's own root, read-only. Mount points for
+// what each run mounts itself: /proc, the workspace's two places, /dev/shm.
+std::vector<MountOp> PlanRunTemplate(const Spec& spec) {
+  Planner t(kRunTemplate);
+  PlanSystem(t, spec);
+  t.Dir("/dev/shm", 01777);
+  t.Dir("/proc", 0555);
+  t.Dir(kWorkspaceDir, 0755);
+  t.Dir("/tmp", 01777);
+  for (const std::string& path : spec.ro_binds) t.MirrorRo(path);
+  // Shared by every run of the zygote: nothing of it may be writable.
+  t.RemountRo("/dev");
+  return t.Take();
+}
+
+}  // namespace
+
+const char kRunTemplate[] = "/.runroot";
+
+bool RunTemplateFits(const Spec& spec) {
+  if (!spec.files.empty()) return false;
+  for (const std::string& path : spec.ro_binds) {
+    for (const char* dir : {kWorkspaceDir, "/tmp", "/dev", "/proc"}) {
+      if (Below(path, dir)) return false;  // inside what a run mounts itself
+    }
+  }
+  return true;
+}
+
+std::vector<MountOp> PlanRunFromTemplate(const Spec& spec) {
+  Planner p;
+  // The zygote's root is parked at kWorkspaceDir by pivot_root (ApplyMountsInChild)
+  // while proc is mounted: the kernel allows it only where a fully visible proc
+  // is mounted (the zygote's, unmasked).
+  p.Proc("/proc");
+  for (const char* path : kMaskedProcPaths) p.Mask(path);
+  for (const char* path : kReadOnlyProcPaths) p.ReadOnly(path);
+  // Detach the zygote's tree: from here no path leads back to it.
+  p.Unmount(kWorkspaceDir);
+  // The workspace as PlanMounts makes it, staged at /dev/shm (a mount point of
+  // the read-only template, where no directory can be made), which then gets
+  // its own tmpfs.
+  const std::string uid = std::to_string(kSandboxUid), gid = std::to_string(kSandboxGid);
+  p.Tmpfs("/dev/shm", "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
+  p.Dir("/dev/shm/home", 0755);
+  p.Dir("/dev/shm/tmp", 01777);
+  p.Bind("/dev/shm/home", kWorkspaceDir);
+  p.Bind("/dev/shm/tmp", "/tmp");
+  p.Unmount("/dev/shm");
+  p.Tmpfs("/dev/shm", "mode=1777," + SizeOption(spec.limits.disk_bytes));
+  return p.Take();
+}
+
+std::vector<MountOp> PlanMounts(const Spec& spec) {
+  Planner p;
+  PlanSystem(p, spec);
   // POSIX semaphores (multiprocessing) live in /dev/shm; it counts toward the run's memory.
   p.Tmpfs("/dev/shm", "mode=1777," + SizeOption(spec.limits.disk_bytes));
 
@@ -220,6 +290,7 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   // directories of it bound there, so that both share one disk limit. It is
   // mounted at a staging path first, which is detached once both binds hold
   // it (they keep it alive).
+  const std::string uid = std::to_string(kSandboxUid), gid = std::to_string(kSandboxGid);
   p.Tmpfs(kWorkspaceStaging, "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
   const std::string home = std::string(kWorkspaceStaging) + "/home", tmp = std::string(kWorkspaceStaging) + "/tmp";
   p.Dir(home, 0755);
@@ -231,7 +302,12 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   for (const std::string& path : spec.ro_binds) p.MirrorRo(path);
 
   for (const FileEntry& f : spec.files) p.File(f.path, f.content, f.mode);
-  return p.Take();
+  std::vector<MountOp> ops = p.Take();
+  if (spec.nested_sandbox_host && RunTemplateFits(spec)) {
+    std::vector<MountOp> t = PlanRunTemplate(spec);
+    ops.insert(ops.end(), std::make_move_iterator(t.begin()), std::make_move_iterator(t.end()));
+  }
+  return ops;
 }
 
 }  // namespace airlock::isolation::internal
@@ -325,6 +401,12 @@ int ApplyOp(const MountOp& op) {
     case MountOp::kDetach:
       if (::umount2(target, MNT_DETACH) != 0) return errno;
       return ::rmdir(target) == 0 ? 0 : errno;
+    case MountOp::kUnmount:
+      return ::umount2(target, MNT_DETACH) == 0 ? 0 : errno;
+    case MountOp::kRemountRo:
+      return ::mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) == 0
+                 ? 0
+                 : errno;
     case MountOp::kReadOnly: {
       struct stat st;
       if (::stat(target, &st) != 0) return errno == ENOENT ? 0 : errno;
@@ -340,10 +422,42 @@ int ApplyOp(const MountOp& op) {
 
 }  // namespace
 
+namespace {
+
+// A warm run's root from its zygote's template: a recursive bind of it (the
+// template's mounts come along, read-only and locked: this user namespace is
+// not the one that made them), pivoted into with the zygote's root parked at
+// kWorkspaceDir, then the plan (PlanRunFromTemplate), which mounts proc while
+// that root is there and detaches it before anything else.
+int EnterRunTemplate(const ChildPlan& plan, int* failed_index, int* failed_step) {
+  const char* tpl = plan.run_template.c_str();
+  *failed_step = kStepMountRoot;
+  if (::mount(tpl, tpl, nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
+  *failed_step = kStepPivotRoot;
+  if (::chdir(tpl) != 0) return errno;
+  if (::syscall(SYS_pivot_root, ".", kWorkspaceDir + 1) != 0) return errno;
+  if (::chdir("/") != 0) return errno;
+  *failed_step = kStepMountOp;
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    if (int err = ApplyOp(plan.ops[i])) {
+      *failed_index = static_cast<int>(i);
+      return err;
+    }
+  }
+  // Read-only since the zygote made it so (and locked so: not ours to change).
+  *failed_step = kStepRemountRoot;
+  struct statvfs sv;
+  if (::statvfs("/", &sv) != 0) return errno;
+  return (sv.f_flag & ST_RDONLY) ? 0 : EROFS;
+}
+
+}  // namespace
+
 int ApplyMountsInChild(const ChildPlan& plan, int* failed_index, int* failed_step) {
   *failed_step = kStepMountPrivate;
   // Nothing we mount may propagate back to the host.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+  if (!plan.run_template.empty()) return EnterRunTemplate(plan, failed_index, failed_step);
   *failed_step = kStepMountRoot;
   if (::mount("tmpfs", plan.staging.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=67108864") != 0) {
     return errno;

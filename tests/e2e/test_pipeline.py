@@ -569,6 +569,12 @@ class Doors(unittest.TestCase):
         self.assertEqual(status, 400, data)
         self.assertEqual(json.loads(data)["code"], "duplicate_key")
         status, mcp_id, _ = mcp_initialize(self.server.port)
+        # The refused request's audit record is written after its answer: counted before the
+        # MCP call's records are looked for, or a busy machine shows it among them.
+        deadline = time.monotonic() + 10
+        while not any('"code" appears twice' in (r.get("error") or "") for r in self.server.audit_records()):
+            self.assertLess(time.monotonic(), deadline, "the refused request left no audit record")
+            time.sleep(0.05)
         before = len(self.server.audit_records())
         status, _, data = mcp_post(self.server.port,
                                    '{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/call",'

@@ -502,6 +502,72 @@ print('HITS', hits)
             self.assertNotIn(marker, cmdline)
 
 
+# -- the run's root: the same view cold and warm (a warm run's comes from its zygote's template) --
+
+ROOT_VIEW = r"""
+import errno, json, os
+def writable(path):
+    try:
+        with open(path, 'w') as f:
+            f.write('x')
+        os.unlink(path)
+        return True
+    except OSError as e:
+        return errno.errorcode[e.errno]
+mounts = [line.split()[4] for line in open('/proc/self/mountinfo')]
+print('VIEW ' + json.dumps({
+    'root': sorted(os.listdir('/')),
+    'dev': sorted(os.listdir('/dev')),
+    'mounts': mounts,
+    'root_read_only': bool(os.statvfs('/').f_flag & os.ST_RDONLY),
+    'writable': {p: writable(p) for p in ('/x', '/etc/x', '/usr/x', '/dev/x', '/proc/x',
+                                          '/home/user/x', '/tmp/x', '/dev/shm/x')},
+    'home': sorted(os.listdir('/home/user')), 'tmp': sorted(os.listdir('/tmp')),
+    'cmdline': open('/proc/cmdline').read(),
+    'pid1_is_init': open('/proc/1/stat').read().split()[0] == '1',
+    'passwd': open('/etc/passwd').read().splitlines()[0].split(':')[0],
+}))
+"""
+
+
+class TestRootView(RunCase):
+    """A run sees the sandbox's root and nothing of what it was made from: a cold run's root is
+    built per run; a warm run's is a bind of its zygote's read-only template, entered with the
+    zygote's root parked where the workspace goes, which must be gone before the code runs."""
+
+    def test_the_root_holds_the_sandboxs_view_and_only_the_workspace_is_writable(self):
+        body = self.run_code(ROOT_VIEW)
+        view = field("VIEW", body["stdout"])
+        # (/sandbox: where a cold run finds its runner)
+        system = {"bin", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "proc", "sandbox", "sbin", "tmp",
+                  "usr"}
+        self.assertLessEqual(set(view["root"]), system, "a staging or parking directory is left in /")
+        self.assertLessEqual({"dev", "etc", "home", "proc", "tmp", "usr"}, set(view["root"]))
+        self.assertEqual(view["dev"], sorted(["fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout",
+                                              "urandom", "zero"]))
+        self.assertTrue(view["root_read_only"])
+        # Nothing is mounted but the sandbox's own places: no tree of the zygote's (or the host's)
+        # is left attached below the workspace, where a warm run parks its zygote's root.
+        mounts = view["mounts"]
+        self.assertEqual(mounts.count("/home/user"), 1, mounts)
+        self.assertEqual(mounts.count("/tmp"), 1, mounts)
+        self.assertEqual(mounts.count("/dev/shm"), 1, mounts)
+        self.assertEqual(mounts.count("/proc"), 1, mounts)
+        for m in mounts:
+            self.assertTrue(m == "/" or any(m == top or m.startswith(top + "/") for top in
+                                            ("/usr", "/etc", "/dev", "/proc", "/home/user", "/tmp")), m)
+            self.assertFalse(m.startswith("/home/user/") or m.startswith("/tmp/"), m)
+        writable = view["writable"]
+        for path in ("/home/user/x", "/tmp/x", "/dev/shm/x"):
+            self.assertIs(writable[path], True, path)
+        for path in ("/x", "/etc/x", "/usr/x", "/dev/x", "/proc/x"):
+            self.assertIn(writable[path], ("EROFS", "EACCES", "EPERM", "ENOENT"), path)
+        self.assertEqual((view["home"], view["tmp"]), ([], []))  # a fresh workspace
+        self.assertEqual(view["cmdline"], "")  # masked
+        self.assertTrue(view["pid1_is_init"])
+        self.assertEqual(view["passwd"], "sandbox")
+
+
 # -- the host's view: what the processes under the server hold ---------------------------------
 
 # Reads only the pages a process has (present or swapped, from /proc/PID/pagemap): reading a
