@@ -105,7 +105,9 @@ bool RunTemplateFits(const Spec& spec);
 std::vector<MountOp> PlanRunFromTemplate(const Spec& spec);
 // Child side: mounts a tmpfs at plan.staging, pivots into it (the host root
 // parked at /.oldroot), runs the plan, detaches the host root and makes the
-// new root read-only.
+// new root read-only. With plan.run_template: binds the template, pivots into
+// it (the zygote's root parked at kWorkspaceDir), runs the plan (which detaches
+// that root) and checks the root is read-only.
 // Returns 0 or errno; *failed_index names the op that failed.
 int ApplyMountsInChild(const ChildPlan& plan, int* failed_index, int* failed_step);
 

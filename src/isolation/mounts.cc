@@ -212,7 +212,9 @@ void PlanSystem(Planner& p, const Spec& spec) {
   p.Symlink("/dev/stderr", "/proc/self/fd/2");
 }
 
+// Whether path is dir or lies below it.
 bool Below(const std::string& path, const std::string& dir) {
+  if (dir == "/") return true;
   return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
 }
 
@@ -240,7 +242,9 @@ bool RunTemplateFits(const Spec& spec) {
   if (!spec.files.empty()) return false;
   for (const std::string& path : spec.ro_binds) {
     for (const char* dir : {kWorkspaceDir, "/tmp", "/dev", "/proc"}) {
-      if (Below(path, dir)) return false;  // inside what a run mounts itself
+      // Inside what a run mounts itself, or over it (the bind would hide the
+      // template's mount point).
+      if (Below(path, dir) || Below(dir, path)) return false;
     }
   }
   return true;
@@ -445,10 +449,11 @@ int EnterRunTemplate(const ChildPlan& plan, int* failed_index, int* failed_step)
     }
   }
   // Read-only since the zygote made it so (and locked so: not ours to change).
+  // EINVAL: a template that is not read-only, which PlanMounts never makes.
   *failed_step = kStepRemountRoot;
   struct statvfs sv;
   if (::statvfs("/", &sv) != 0) return errno;
-  return (sv.f_flag & ST_RDONLY) ? 0 : EROFS;
+  return (sv.f_flag & ST_RDONLY) ? 0 : EINVAL;
 }
 
 }  // namespace
