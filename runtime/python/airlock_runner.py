@@ -1541,7 +1541,7 @@ def zygote_preimport(names, helper_sources=None):
     # The lean path walked here until CPython 3.11 has quickened and specialised its bytecode
     # (a code object is quickened after 8 calls; its adaptive instructions specialise on later
     # passes): a run that walks it then finds its bytecode settled instead of rewriting it, and
-    # its warm-up counters, in pages it would copy (20-50 of a run's pages, bench/runner_pages.py
+    # its warm-up counters, in pages it would copy (10-20 of a run's pages, bench/runner_pages.py
     # "one zygote rehearsal"). Trusted code on a trivial cell, leaving nothing behind
     # (warm_rehearse); every run still rehearses once on its own before its request.
     for _ in range(_ZYGOTE_REHEARSALS):
