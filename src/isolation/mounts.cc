@@ -212,6 +212,32 @@ void PlanSystem(Planner& p, const Spec& spec) {
   p.Symlink("/dev/stderr", "/proc/self/fd/2");
 }
 
+// /proc's masked and read-only paths (docs/security.md, part 4), over a proc
+// already mounted at /proc.
+void PlanProcMasks(Planner& p) {
+  for (const char* path : kMaskedProcPaths) p.Mask(path);
+  for (const char* path : kReadOnlyProcPaths) p.ReadOnly(path);
+}
+
+// The only writable places: the workspace, one tmpfs of the run's disk size,
+// seen as /home/user (the working directory and HOME) and /tmp, two
+// directories of it bound there, so that both share one disk limit. It is
+// mounted at `staging` first, which is detached once both binds hold it (they
+// keep it alive); remove_staging: its directory too (a directory the plan made).
+void PlanWorkspace(Planner& p, const Spec& spec, const std::string& staging, bool remove_staging) {
+  const std::string uid = std::to_string(kSandboxUid), gid = std::to_string(kSandboxGid);
+  p.Tmpfs(staging, "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
+  p.Dir(staging + "/home", 0755);
+  p.Dir(staging + "/tmp", 01777);
+  p.Bind(staging + "/home", kWorkspaceDir);
+  p.Bind(staging + "/tmp", "/tmp");
+  if (remove_staging) {
+    p.Detach(staging);
+  } else {
+    p.Unmount(staging);
+  }
+}
+
 // Whether path is dir or lies below it.
 bool Below(const std::string& path, const std::string& dir) {
   if (dir == "/") return true;
@@ -256,20 +282,13 @@ std::vector<MountOp> PlanRunFromTemplate(const Spec& spec) {
   // while proc is mounted: the kernel allows it only where a fully visible proc
   // is mounted (the zygote's, unmasked).
   p.Proc("/proc");
-  for (const char* path : kMaskedProcPaths) p.Mask(path);
-  for (const char* path : kReadOnlyProcPaths) p.ReadOnly(path);
+  PlanProcMasks(p);
   // Detach the zygote's tree: from here no path leads back to it.
   p.Unmount(kWorkspaceDir);
   // The workspace as PlanMounts makes it, staged at /dev/shm (a mount point of
   // the read-only template, where no directory can be made), which then gets
   // its own tmpfs.
-  const std::string uid = std::to_string(kSandboxUid), gid = std::to_string(kSandboxGid);
-  p.Tmpfs("/dev/shm", "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
-  p.Dir("/dev/shm/home", 0755);
-  p.Dir("/dev/shm/tmp", 01777);
-  p.Bind("/dev/shm/home", kWorkspaceDir);
-  p.Bind("/dev/shm/tmp", "/tmp");
-  p.Unmount("/dev/shm");
+  PlanWorkspace(p, spec, "/dev/shm", /*remove_staging=*/false);
   p.Tmpfs("/dev/shm", "mode=1777," + SizeOption(spec.limits.disk_bytes));
   return p.Take();
 }
@@ -284,24 +303,9 @@ std::vector<MountOp> PlanMounts(const Spec& spec) {
   // Not in a zygote's /proc: its runs mount their own, which the kernel allows
   // only while a fully visible proc is mounted in the namespace they come from
   // (mount_too_revealing). The zygote runs no user code; each run masks its own.
-  if (!spec.nested_sandbox_host) {
-    for (const char* path : kMaskedProcPaths) p.Mask(path);
-    for (const char* path : kReadOnlyProcPaths) p.ReadOnly(path);
-  }
+  if (!spec.nested_sandbox_host) PlanProcMasks(p);
 
-  // The only writable places: the workspace, one tmpfs of the run's disk
-  // size, seen as /home/user (the working directory and HOME) and /tmp, two
-  // directories of it bound there, so that both share one disk limit. It is
-  // mounted at a staging path first, which is detached once both binds hold
-  // it (they keep it alive).
-  const std::string uid = std::to_string(kSandboxUid), gid = std::to_string(kSandboxGid);
-  p.Tmpfs(kWorkspaceStaging, "mode=0755,uid=" + uid + ",gid=" + gid + "," + SizeOption(spec.limits.disk_bytes));
-  const std::string home = std::string(kWorkspaceStaging) + "/home", tmp = std::string(kWorkspaceStaging) + "/tmp";
-  p.Dir(home, 0755);
-  p.Dir(tmp, 01777);
-  p.Bind(home, kWorkspaceDir);
-  p.Bind(tmp, "/tmp");
-  p.Detach(kWorkspaceStaging);
+  PlanWorkspace(p, spec, kWorkspaceStaging, /*remove_staging=*/true);
   // After the working dir, so that a bind below it is not hidden by its tmpfs.
   for (const std::string& path : spec.ro_binds) p.MirrorRo(path);
 
