@@ -288,17 +288,20 @@ _DS_CASES = [
 ]
 
 
+def _run_preimported(cases, preimport):
+    """_run_both for a zygote that preimported `preimport`, each request naming those modules
+    as its profile's do (unless the case's request says otherwise)."""
+    return _run_both([_as_case({"preimport": list(preimport), **({"code": spec} if isinstance(spec, str) else spec)})
+                      for _, spec, _ in cases], preimport=preimport)
+
+
 @unittest.skipUnless(HAS_PANDAS, "/usr/bin/python3 has no pandas (python3-pandas)")
 class LeanPathDataScienceTest(unittest.TestCase):
     """The same comparison in a zygote that preimported numpy and pandas, as data-science's."""
 
     @classmethod
     def setUpClass(cls):
-        # Each request names the zygote's preimports, as data-science's do, unless it says
-        # otherwise.
-        cases = [_as_case({"preimport": list(_DS_PREIMPORT), **({"code": spec} if isinstance(spec, str) else spec)})
-                 for _, spec, _ in _DS_CASES]
-        cls.results = _run_both(cases, preimport=_DS_PREIMPORT)
+        cls.results = _run_preimported(_DS_CASES, _DS_PREIMPORT)
 
     def test_every_case_reads_as_on_the_whole_path(self):
         for (name, _, takes), (lean, whole, lean_runs) in zip(_DS_CASES, self.results):
@@ -335,9 +338,7 @@ class LeanPathPyplotPreimportedTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cases = [_as_case({"preimport": list(_PLOT_PREIMPORT), **({"code": spec} if isinstance(spec, str) else spec)})
-                 for _, spec, _ in _PLOT_CASES]
-        cls.results = _run_both(cases, preimport=_PLOT_PREIMPORT)
+        cls.results = _run_preimported(_PLOT_CASES, _PLOT_PREIMPORT)
 
     def test_every_case_reads_as_on_the_whole_path(self):
         for (name, _, takes), (lean, whole, lean_runs) in zip(_PLOT_CASES, self.results):
