@@ -259,7 +259,7 @@ bool Execution::CanFinishOnEnd() const {
   if (!run_.cgroup || run_.program_pid <= 0) return false;  // cannot tell: wait for init's report
   int64_t tasks = run_.cgroup->ReadTaskCount();
   if (tasks < 0 || tasks > 2) return false;
-  auto children = isolation::ChildrenOfPidfd(run_.pidfd.get());
+  auto children = isolation::ChildrenOfPidfd(run_.pidfd.get(), run_.pid);
   if (!children.ok()) return false;
   for (pid_t child : *children) {
     if (child != run_.program_pid) return false;

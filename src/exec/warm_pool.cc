@@ -282,22 +282,24 @@ struct WarmPool::Impl {
     auto cgroup = isolation::RunCgroup::Create(host.cgroups, isolation::UniqueCgroupName("warm"), p.profile.limits);
     if (!cgroup.ok()) return cgroup.status();
     slot.run.cgroup = std::move(*cgroup);
-    RETURN_IF_ERROR(slot.run.cgroup->AddProcessByPidfd(slot.run.pidfd.get()));
+    // slot.run.pid was read from the pidfd when the slot was adopted.
+    RETURN_IF_ERROR(slot.run.cgroup->AddProcessByPidfd(slot.run.pidfd.get(), slot.run.pid));
     // And its program, which init forked before anything else and which waits
     // for the go below (isolation/warm_run.h): by pidfd, checked still init's
     // child once pinned, so that a recycled pid is never taken for it.
-    ASSIGN_OR_RETURN(std::vector<pid_t> children, isolation::ChildrenOfPidfd(slot.run.pidfd.get()));
+    ASSIGN_OR_RETURN(std::vector<pid_t> children, isolation::ChildrenOfPidfd(slot.run.pidfd.get(), slot.run.pid));
     if (children.size() != 1) {
       return Internal("a warm run's init has " + std::to_string(children.size()) +
                       " children before go; it must have its program alone");
     }
     UniqueFd program(static_cast<int>(::syscall(SYS_pidfd_open, children.front(), 0)));
     if (!program) return ErrnoError("pidfd_open of a warm run's program");
-    ASSIGN_OR_RETURN(std::vector<pid_t> again, isolation::ChildrenOfPidfd(slot.run.pidfd.get()));
+    ASSIGN_OR_RETURN(std::vector<pid_t> again, isolation::ChildrenOfPidfd(slot.run.pidfd.get(), slot.run.pid));
     if (again.size() != 1 || again.front() != children.front()) {
       return Unavailable("a warm run's program ended before it was put in its cgroup");
     }
-    RETURN_IF_ERROR(slot.run.cgroup->AddProcessByPidfd(program.get()));
+    // Still init's child after the pidfd was opened: the pidfd is that pid's.
+    RETURN_IF_ERROR(slot.run.cgroup->AddProcessByPidfd(program.get(), children.front()));
     slot.run.program_pid = children.front();
     struct timeval tv = {2, 0};  // a hand-off never waits long on a run that stopped reading
     ::setsockopt(slot.control.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);

@@ -764,15 +764,17 @@ Status RunCgroup::AddProcess(pid_t pid) {
   return Status::Ok();
 }
 
-Status RunCgroup::AddProcessByPidfd(int pidfd) {
+Status RunCgroup::AddProcessByPidfd(int pidfd, pid_t pid) {
   auto exited = [pidfd] {
     struct pollfd p = {pidfd, POLLIN, 0};
     return ::poll(&p, 1, 0) != 0;
   };
-  auto pid = PidOfPidfd(pidfd);
-  if (!pid.ok()) return pid.status();
+  if (pid <= 0) {
+    ASSIGN_OR_RETURN(pid, PidOfPidfd(pidfd));
+  }
+  // Not exited, so not reaped: `pid` is still the pidfd's (ChildrenOfPidfd).
   if (exited()) return Unavailable("AddProcessByPidfd: the process exited before it was added");
-  RETURN_IF_ERROR(AddProcess(*pid));
+  RETURN_IF_ERROR(AddProcess(pid));
   if (exited()) {
     // It may have been reaped and its pid reused before the write: what was
     // moved cannot be told. Nothing in this cgroup is killed by us.

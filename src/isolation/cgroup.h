@@ -114,7 +114,9 @@ class RunCgroup {
   // meanwhile, the error says so and the cgroup is marked not ours to kill in
   // (whatever is in it then may be an unrelated process that got the pid):
   // it is only removed when empty.
-  Status AddProcessByPidfd(int pidfd);
+  // `pid`: as isolation::ChildrenOfPidfd's (the pidfd's pid when the caller
+  // has it already; 0: read from /proc/self/fdinfo).
+  Status AddProcessByPidfd(int pidfd, pid_t pid = 0);
   // Rewrites the memory, pids and cpu limits that differ between `from` (what
   // the cgroup has) and `to` (a warm run handed to a request with its own).
   Status ChangeLimits(const Limits& from, const Limits& to);

@@ -464,8 +464,13 @@ StatusOr<std::vector<pid_t>> ChildrenOf(pid_t pid) {
   return out;
 }
 
-StatusOr<std::vector<pid_t>> ChildrenOfPidfd(int pidfd) {
-  ASSIGN_OR_RETURN(pid_t pid, PidOfPidfd(pidfd));
+StatusOr<std::vector<pid_t>> ChildrenOfPidfd(int pidfd, pid_t pid) {
+  if (pid <= 0) {
+    ASSIGN_OR_RETURN(pid, PidOfPidfd(pidfd));
+  }
+  // A pid is recycled only once its process is reaped, which comes after its
+  // pidfd turns readable: while the poll below says it has not exited, `pid`
+  // is still that process's, however long ago it was read.
   auto exited = [pidfd] {
     struct pollfd p = {pidfd, POLLIN, 0};
     return ::poll(&p, 1, 0) != 0;

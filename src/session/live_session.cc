@@ -152,7 +152,7 @@ LiveSession::LiveSession(exec::SessionHandOff handoff, const isolation::Spec& sp
   if (run_.program_pid <= 0 && !run_.adopted) {
     // A cold session: the interpreter is its init's only child (nothing of
     // the session's code has run yet, so nothing else can be).
-    auto children = isolation::ChildrenOfPidfd(run_.pidfd.get());
+    auto children = isolation::ChildrenOfPidfd(run_.pidfd.get(), run_.pid);
     if (children.ok() && children->size() == 1) run_.program_pid = children->front();
   }
   if (run_.program_pid > 0) {
@@ -160,7 +160,7 @@ LiveSession::LiveSession(exec::SessionHandOff handoff, const isolation::Spec& sp
     // pid would not be (init has no other child), so the signal can only
     // ever reach the session's own interpreter.
     UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, run_.program_pid, 0)));
-    auto children = isolation::ChildrenOfPidfd(run_.pidfd.get());
+    auto children = isolation::ChildrenOfPidfd(run_.pidfd.get(), run_.pid);
     if (fd && children.ok() && children->size() == 1 && children->front() == run_.program_pid) {
       program_pidfd_ = std::move(fd);
     }

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "base/fs.h"
+#include "base/unique_fd.h"
 #include "tests/helpers/must_work.h"
 
 namespace airlock::isolation {
@@ -585,6 +587,36 @@ TEST_F(RealCgroupTest, DestructionKillsAndRemovesDirs) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
+// By pidfd, with the pid read from it or given by the caller (the warm pool
+// has it already): the process lands in every directory; once it has exited,
+// both forms refuse, and a given pid is never written then.
+TEST_F(RealCgroupTest, AddProcessByPidfdWithItsPidReadOrGiven) {
+  for (bool given : {false, true}) {
+    SCOPED_TRACE(given ? "pid given" : "pid read from the pidfd");
+    auto cg = RunCgroup::Create(setup_, name_ + (given ? "-given" : "-read"), TestLimits());
+    ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+    pid_t pid = ForkGated([] {
+      for (;;) pause();
+      return 0;
+    });
+    ASSERT_GT(pid, 0);
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    ASSERT_TRUE(pidfd) << strerror(errno);
+    Status added = (*cg)->AddProcessByPidfd(pidfd.get(), given ? pid : 0);
+    ASSERT_TRUE(added.ok()) << added.ToString();
+    for (const std::string& d : (*cg)->dirs()) EXPECT_EQ(Slurp(d + "/cgroup.procs"), std::to_string(pid) + "\n") << d;
+    EXPECT_EQ((*cg)->ReadStats().nprocs, 1u);
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    Release();
+    auto later = RunCgroup::Create(setup_, name_ + (given ? "-given2" : "-read2"), TestLimits());
+    ASSERT_TRUE(later.ok()) << later.status().ToString();
+    EXPECT_FALSE((*later)->AddProcessByPidfd(pidfd.get(), given ? pid : 0).ok());
+    for (const std::string& d : (*later)->dirs()) EXPECT_EQ(Slurp(d + "/cgroup.procs"), "") << d;
+  }
 }
 
 // The cost of one run's cgroup as the executor uses it: Create, AddProcess,

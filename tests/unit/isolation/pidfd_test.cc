@@ -106,16 +106,23 @@ TEST(PidfdTest, ChildrenOfPidfdOnlyWhileTheProcessLives) {
   ASSERT_TRUE(children.ok()) << children.status().ToString();
   ASSERT_EQ(children->size(), 1u);
   pid_t grandchild = children->front();
+  // The same with the pid given (the caller read it before: no fdinfo read).
+  auto given = ChildrenOfPidfd(pidfd.get(), pid);
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(*given, *children);
 
   // Once it has exited (a zombie: its pid is still held), its pid is not read
-  // any more: after its reaping the pid could be anyone's.
+  // any more: after its reaping the pid could be anyone's. A pid the caller
+  // gives is refused then too: the pidfd, not the pid, says the process lives.
   ::kill(pid, SIGKILL);
   struct pollfd p = {pidfd.get(), POLLIN, 0};
   ASSERT_EQ(::poll(&p, 1, 5000), 1);
   EXPECT_FALSE(ChildrenOfPidfd(pidfd.get()).ok());
+  EXPECT_FALSE(ChildrenOfPidfd(pidfd.get(), pid).ok());
   int st;
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
   EXPECT_FALSE(ChildrenOfPidfd(pidfd.get()).ok());
+  EXPECT_FALSE(ChildrenOfPidfd(pidfd.get(), pid).ok());
   ::kill(grandchild, SIGKILL);  // orphaned: reparented to init (or a subreaper), which reaps it
 }
 
