@@ -72,11 +72,26 @@ CLONE_NEWPID = 0x20000000
 NS_ALL = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
+# What src/exec/zygote_main.cc's FillAllocatorPools does once the runner is loaded and frozen:
+# every free block of every started pool of CPython's small-object allocator taken and kept, so
+# that a fork's allocations start pools of their own. Python source, run where a bench loads the
+# runner as a zygote does.
+FILL_POOLS = """
+def fill_pools():
+    import ctypes
+    malloc = ctypes.pythonapi.PyObject_Malloc
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    for size in range(16, 513, 16):
+        for _ in range((256 << 10) // size):
+            if malloc(size) & 0x3FFF == 48:
+                break
+"""
+
 # The floor, run by /usr/bin/python3 in a process of its own: argv = modules flags n c.
 # Prints the number of children that failed to unshare (they must be 0), the minor page faults
 # of the children (wait4) and those of the parent meanwhile (its pages shared with the children
 # are copied when it writes them too).
-FLOOR = r"""
+FLOOR = FILL_POOLS + r"""
 import ctypes, gc, importlib, json, os, resource, sys
 mods = [m for m in sys.argv[1].split(",") if m]
 flags, n, c, shape = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -115,6 +130,8 @@ for m in mods:
 libc = ctypes.CDLL(None, use_errno=True)
 gc.collect()
 gc.freeze()
+if run is not None:
+    fill_pools()
 sys.stdout.write("ready\n"); sys.stdout.flush()
 sys.stdin.readline()
 failed = started = running = child_faults = 0

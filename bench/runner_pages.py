@@ -28,6 +28,9 @@ nothing):
   no rehearsal  warm_rehearse() is skipped (a run then pays its pages on the request's time)
   one zygote rehearsal  the zygote walks the lean path once instead of until its bytecode has
                 settled (zygote_preimport's rehearsals)
+  pools not filled  the zygote leaves the free blocks of CPython's allocator pools as they are
+                (zygote_main.cc's FillAllocatorPools, which every other row does as the zygote
+                does, with ctypes)
 
 The stubs change what the runner does: they are measurements of what a rewrite could save,
 never a configuration.
@@ -48,15 +51,15 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_per_run import PYTHON, RUNNER, runner_request, write_json
+from cpu_per_run import FILL_POOLS, PYTHON, RUNNER, runner_request, write_json
 from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
 VARIANTS = ["cell alone", "as is", "whole path", "bytes in", "no split", "no guard", "no files", "no reseed",
-            "no rehearsal", "one zygote rehearsal"]
+            "no rehearsal", "one zygote rehearsal", "pools not filled"]
 
 # Run by /usr/bin/python3 -I -S: argv = runner preimport request variant k. Prints the children's
 # minor faults, one a line.
-CHILD = r"""
+CHILD = FILL_POOLS + r"""
 import gc, json, os, resource, sys, types
 path, mods, request, variant, k = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3], sys.argv[4], int(sys.argv[5])
 helpers = {}
@@ -87,6 +90,8 @@ elif variant == "no rehearsal":
 devnull = os.open("/dev/null", os.O_WRONLY)
 gc.collect()
 gc.freeze()
+if variant != "pools not filled":
+    fill_pools()
 for _ in range(k):
     r, w = os.pipe()
     pid = os.fork()
@@ -123,9 +128,14 @@ def main():
     ap.add_argument("--token", default=os.environ.get("AIRLOCK_TOKEN", ""))
     ap.add_argument("--profiles", default="minimal,data-science")
     ap.add_argument("-k", type=int, default=15, help="forks per variant (the median is kept)")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="which rows (default: all)")
     ap.add_argument("--json", help="write the raw results here")
     args = ap.parse_args()
 
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = set(variants) - set(VARIANTS) - {""}
+    if unknown or not {"cell alone", "as is"} <= set(variants):
+        raise SystemExit(f"--variants: unknown {sorted(unknown)}, or 'cell alone' and 'as is' missing")
     out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "k": args.k, "uname": os.uname().release,
            "profiles": {}}
     with tempfile.TemporaryDirectory() as workdir:
@@ -135,12 +145,12 @@ def main():
                 raise SystemExit(f"GET /v1/profiles/{profile}: {status} {data[:200]!r}")
             prof = json.loads(data)
             mods, request = prof.get("preimport", []), runner_request(prof)
-            out["profiles"][profile] = {v: measure(mods, request, v, args.k, workdir) for v in VARIANTS}
+            out["profiles"][profile] = {v: measure(mods, request, v, args.k, workdir) for v in variants}
     profiles = list(out["profiles"])
     print(f"minor page faults of a warm run's program (median of {args.k} forks), and what each part adds\n")
     print("| the child runs | " + " | ".join(profiles) + " |")
     print("|---|" + "---:|" * len(profiles))
-    for v in VARIANTS:
+    for v in variants:
         cells = []
         for p in profiles:
             row = out["profiles"][p]
