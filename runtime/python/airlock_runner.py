@@ -543,9 +543,17 @@ class ResultSink:
 
 
 def _import_machinery_dir():
-    import importlib
+    """importlib's directory, with a trailing separator. Found once (in a zygote, by its
+    rehearsals): every run's guard asks, and the answer never changes."""
+    global _importlib_dir
+    if _importlib_dir is None:
+        import importlib
 
-    return os.path.dirname(importlib.__file__) + os.sep
+        _importlib_dir = os.path.dirname(importlib.__file__) + os.sep
+    return _importlib_dir
+
+
+_importlib_dir = None
 
 
 class ImportGuard:
@@ -752,8 +760,12 @@ def _split_lines(text):
 
 def _decode_source(data, filename):
     """The code as text with newlines normalised, or raises SyntaxError as Python would."""
+    # A BOM is dropped as "utf-8-sig" drops it, without that codec's Python function (a run's
+    # pages) and so that the error's offset is one into `data`.
+    if data[:3] == b"\xef\xbb\xbf":
+        data = data[3:]
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise SyntaxError(
@@ -1946,9 +1958,15 @@ def _lean_request(raw):
     code, filename = raw.get("code"), raw.get("filename", "main.py")
     if type(code) is not str or type(filename) is not str:
         return None
+    # Loops rather than all() over a generator here and below: a generator is a function and
+    # a frame made per run, whose code object's page the run then copies.
     allowed = raw.get("allowed_imports")
-    if allowed is not None and not (type(allowed) is list and all(type(m) is str for m in allowed)):
-        return None
+    if allowed is not None:
+        if type(allowed) is not list:
+            return None
+        for name in allowed:
+            if type(name) is not str:
+                return None
     # Observe mode warns of imports outside the allowlist: with none (any import, as `general`
     # has it) there is nothing to warn of, and the guard is enforce's.
     mode = raw.get("runtime_imports_mode", "enforce")
@@ -1956,8 +1974,11 @@ def _lean_request(raw):
         return None
     preimport = raw.get("preimport", [])
     # Runner._preimport imports these; in a zygote they are in already (else: the whole path).
-    if type(preimport) is not list or not all(type(m) is str and m in sys.modules for m in preimport):
+    if type(preimport) is not list:
         return None
+    for name in preimport:
+        if type(name) is not str or name not in sys.modules:
+            return None
     if (type(raw.get("blocklist", [])) is not list or type(raw.get("capture_figures", True)) is not bool
             or type(raw.get("stream", False)) is not bool):
         return None
@@ -2143,7 +2164,12 @@ def _lean_run(raw, control, rehearsal=False):
                 pass
         if before is not None:
             after, complete = _scan_files()
-            if not complete or any(before.get(rel) != sig for rel, sig in after.items()):
+            changed = not complete
+            for rel, sig in after.items():
+                if changed:
+                    break
+                changed = before.get(rel) != sig
+            if changed:
                 return hand_on(finish=True)
         if _lean_sink is not None:  # a display from another thread meanwhile
             return hand_on(finish=True)

@@ -352,6 +352,14 @@ class ErrorTest(unittest.TestCase):
                       r.error["value"])
         self.assertEqual(r.events[-1], {"type": "end", "exit_code": 1})
 
+    def test_invalid_utf8_after_a_bom_names_that_byte(self):
+        # The BOM is not part of the text: the byte and line named are the invalid ones.
+        # (python3 itself, given a BOM, reports a "(unicode error)" of the token instead.)
+        r = run(b"\xef\xbb\xbfx = 1\ny = '\xfe'\n")
+        self.assertEqual(r.rc, 1)
+        self.assertEqual(r.error["name"], "SyntaxError")
+        self.assertIn("Non-UTF-8 code starting with '\\xfe' in file main.py on line 2", r.error["value"])
+
     def test_utf8_bom_and_crlf_are_accepted(self):
         r = run(b"\xef\xbb\xbfx = 'caf\xc3\xa9'\r\nx\r\n")
         self.assertEqual(r.main, {"text/plain": "'caf\u00e9'"}, r)
