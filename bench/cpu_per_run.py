@@ -72,11 +72,30 @@ CLONE_NEWPID = 0x20000000
 NS_ALL = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
-# What src/exec/zygote_main.cc's FillAllocatorPools does once the runner is loaded and frozen:
-# every free block of every started pool of CPython's small-object allocator taken and kept, so
-# that a fork's allocations start pools of their own. Python source, run where a bench loads the
-# runner as a zygote does.
-FILL_POOLS = """
+# Python source for the benches that load the runner as a zygote does (src/exec/zygote_main.cc),
+# put before their own scripts. load_runner: the runner and its helpers, loaded as kBootstrap
+# loads them, then the profile's preimport (`rehearsals`: the zygote's walks of the lean path,
+# when not its own number). fill_pools: what FillAllocatorPools does once the runner is loaded
+# and frozen, every free block of every started pool of CPython's small-object allocator taken
+# and kept, so that a fork's allocations start pools of their own.
+ZYGOTE_PRELUDE = """
+def load_runner(path, mods, rehearsals=None):
+    import os, types
+    helpers = {}  # its helper modules' sources, beside it, as the zygote has them embedded
+    for name in ("airlock_charts", "airlock_display"):
+        with open(os.path.join(os.path.dirname(path), name + ".py"), "rb") as f:
+            helpers[name] = f.read()
+    runner = types.ModuleType("airlock_runner")
+    runner.__file__ = "/sandbox/airlock_runner.py"
+    with open(path, "rb") as f:
+        exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
+    runner.complete_site()
+    if rehearsals is not None:
+        runner._ZYGOTE_REHEARSALS = rehearsals
+    runner.zygote_preimport(mods, helpers)
+    return runner
+
+
 def fill_pools():
     import ctypes
     malloc = ctypes.pythonapi.PyObject_Malloc
@@ -91,25 +110,14 @@ def fill_pools():
 # Prints the number of children that failed to unshare (they must be 0), the minor page faults
 # of the children (wait4) and those of the parent meanwhile (its pages shared with the children
 # are copied when it writes them too).
-FLOOR = FILL_POOLS + r"""
+FLOOR = ZYGOTE_PRELUDE + r"""
 import ctypes, gc, importlib, json, os, resource, sys
 mods = [m for m in sys.argv[1].split(",") if m]
 flags, n, c, shape = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 SYS_CLONE, SIGCHLD = 56, 17  # x86-64
 run = None
 if shape.startswith("runner"):
-    # As the zygote loads the runner (src/exec/zygote_main.cc, kBootstrap).
-    import types
-    helpers = {}  # its helper modules' sources, beside it, as the zygote has them embedded
-    for name in ("airlock_charts", "airlock_display"):
-        with open(os.path.join(os.path.dirname(sys.argv[6]), name + ".py"), "rb") as f:
-            helpers[name] = f.read()
-    runner = types.ModuleType("airlock_runner")
-    runner.__file__ = "/sandbox/airlock_runner.py"
-    with open(sys.argv[6], "rb") as f:
-        exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
-    runner.complete_site()
-    runner.zygote_preimport(mods, helpers)
+    runner = load_runner(sys.argv[6], mods)  # as the zygote loads it
     # The request as the zygote hands it to warm_main: a dict (made there with the C API; here
     # before the fork, so that a child only touches it, a page or two as the zygote's fresh one).
     request, devnull = json.loads(sys.argv[7]), os.open("/dev/null", os.O_WRONLY)

@@ -25,6 +25,7 @@ interpreter is /usr/bin/python3, the one the sandboxes run. A measurement, not a
 """
 
 import argparse
+import bisect
 import json
 import os
 import subprocess
@@ -33,23 +34,14 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_per_run import FILL_POOLS, PYTHON, RUNNER, runner_request, write_json
+from cpu_per_run import ZYGOTE_PRELUDE, PYTHON, RUNNER, runner_request, write_json
 from sessions import Client
 
 # Run by /usr/bin/python3 -I -S: argv = runner preimport request phase. Prints one JSON line.
-CHILD = FILL_POOLS + r"""
+CHILD = ZYGOTE_PRELUDE + r"""
 import gc, json, os, struct, sys, types
 path, mods, request, phase = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3], sys.argv[4]
-helpers = {}
-for name in ("airlock_charts", "airlock_display"):
-    with open(os.path.join(os.path.dirname(path), name + ".py"), "rb") as f:
-        helpers[name] = f.read()
-runner = types.ModuleType("airlock_runner")
-runner.__file__ = "/sandbox/airlock_runner.py"
-with open(path, "rb") as f:
-    exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
-runner.complete_site()
-runner.zygote_preimport(mods, helpers)
+runner = load_runner(path, mods)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 devnull = os.open("/dev/null", os.O_WRONLY)
 
@@ -74,7 +66,6 @@ def snapshot(maps):
 gc.collect()
 gc.freeze()
 fill_pools()  # as the zygote does (src/exec/zygote_main.cc)
-r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
     os.dup2(devnull, 1)  # stderr stays: a failure of this script shows
@@ -168,7 +159,7 @@ if pid == 0:
             size = sys.getsizeof(o)
         except Exception:
             size = 16
-        head = 16 if gc.is_tracked(o) or gc.is_finalized(o) or type(o) in (dict, list, tuple) and gc.is_tracked(o) else 0
+        head = 16 if gc.is_tracked(o) or gc.is_finalized(o) else 0
         ranges.append((i - head, i - head + size, describe(o)))
         if type(o) is dict and size > 64:
             keys = ctypes.c_void_p.from_address(i + 32).value
@@ -178,15 +169,7 @@ if pid == 0:
     result = {"pid": os.getpid(), "page": PAGE, "copied": {str(p): n for p, n in copied.items()}, "ranges": ranges}
     with open(os.environ["OWNERS_OUT"], "w") as f:
         json.dump(result, f)
-    os.write(w, b"done")
     os._exit(0)
-os.close(w)
-chunks = []
-while True:
-    b = os.read(r, 1 << 20)
-    if not b:
-        break
-    chunks.append(b)
 _, status = os.waitpid(pid, 0)
 if status:
     sys.stderr.write(f"the forked child ended with status {status:#x}\n")
@@ -269,8 +252,6 @@ def main():
     symbols = static_symbols(PYTHON)
     ranges = res["ranges"]
     starts = [r[0] for r in ranges]
-    import bisect
-
     culprits, groups = {}, {}
     for p in copied:
         addr = first.get(p)
@@ -278,8 +259,9 @@ def main():
             what = "(no write fault seen)"
         else:
             what = not_an_object(addr, copied[p], symbols)
-            k = bisect.bisect_right(starts, addr) - 1
-            while k >= 0 and k > bisect.bisect_right(starts, addr) - 50:
+            last = bisect.bisect_right(starts, addr) - 1  # the last range starting at or before addr
+            k = last
+            while k >= 0 and k > last - 50:
                 lo, hi, desc = ranges[k]
                 if lo <= addr < hi:
                     what = desc

@@ -51,7 +51,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_per_run import FILL_POOLS, PYTHON, RUNNER, runner_request, write_json
+from cpu_per_run import ZYGOTE_PRELUDE, PYTHON, RUNNER, runner_request, write_json
 from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
 VARIANTS = ["cell alone", "as is", "whole path", "bytes in", "no split", "no guard", "no files", "no reseed",
@@ -59,21 +59,10 @@ VARIANTS = ["cell alone", "as is", "whole path", "bytes in", "no split", "no gua
 
 # Run by /usr/bin/python3 -I -S: argv = runner preimport request variant k. Prints the children's
 # minor faults, one a line.
-CHILD = FILL_POOLS + r"""
-import gc, json, os, resource, sys, types
+CHILD = ZYGOTE_PRELUDE + r"""
+import gc, json, os, resource, sys
 path, mods, request, variant, k = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3], sys.argv[4], int(sys.argv[5])
-helpers = {}
-for name in ("airlock_charts", "airlock_display"):
-    with open(os.path.join(os.path.dirname(path), name + ".py"), "rb") as f:
-        helpers[name] = f.read()
-runner = types.ModuleType("airlock_runner")
-runner.__file__ = "/sandbox/airlock_runner.py"
-with open(path, "rb") as f:
-    exec(compile(f.read(), "/sandbox/airlock_runner.py", "exec"), runner.__dict__)
-runner.complete_site()
-if variant == "one zygote rehearsal":
-    runner._ZYGOTE_REHEARSALS = 1
-runner.zygote_preimport(mods, helpers)
+runner = load_runner(path, mods, rehearsals=1 if variant == "one zygote rehearsal" else None)
 raw = request.encode()
 if variant == "whole path":
     runner._lean_request = lambda raw: None
