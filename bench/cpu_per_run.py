@@ -96,6 +96,29 @@ def load_runner(path, mods, rehearsals=None):
     return runner
 
 
+def load_lean(runner, module_dir):
+    # The zygote's lean path in C++ (src/exec/lean_cell.cc), built as the test module
+    # _airlock_lean, prepared as the zygote prepares it; None without it ("": the runner's
+    # Python lean path, as a zygote whose C++ path is off).
+    if not module_dir:
+        return None
+    import sys
+    sys.path.insert(0, module_dir)
+    import _airlock_lean
+    _airlock_lean.prepare(runner.__dict__, runner.zygote_prepare_lean())
+    return _airlock_lean
+
+
+def run_program(runner, lean, request):
+    # What a warm run's program runs (zygote_main.cc, RunProgram): the C++ lean path when it
+    # takes the request; else, after the rehearsal of the Python lean path (made only when
+    # there is no C++ one), warm_main. Returns the exit code.
+    if lean is None:
+        runner.warm_rehearse()
+    code = lean.run(request, -1) if lean is not None else None
+    return runner.warm_main(request, -1) if code is None else code
+
+
 def fill_pools():
     import ctypes
     malloc = ctypes.pythonapi.PyObject_Malloc
@@ -118,6 +141,7 @@ SYS_CLONE, SIGCHLD = 56, 17  # x86-64
 run = None
 if shape.startswith("runner"):
     runner = load_runner(sys.argv[6], mods)  # as the zygote loads it
+    lean = load_lean(runner, sys.argv[8])
     # The request as the zygote hands it to warm_main: a dict (made there with the C API; here
     # before the fork, so that a child only touches it, a page or two as the zygote's fresh one).
     request, devnull = json.loads(sys.argv[7]), os.open("/dev/null", os.O_WRONLY)
@@ -131,8 +155,7 @@ if shape.startswith("runner"):
             exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
             sys.stdout.flush()
             os._exit(0)
-        runner.warm_rehearse()
-        os._exit(runner.warm_main(request, -1))
+        os._exit(run_program(runner, lean, request))
 for m in mods:
     importlib.import_module(m)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -207,9 +230,24 @@ def runner_request(profile_json):
                        "runtime_imports_mode": "enforce"}, separators=(",", ":"))
 
 
+# The zygote's lean path in C++ built as a Python module by the default build (tests/unit/runtime).
+DEFAULT_LEAN_MODULE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "tests", "unit",
+                                       "runtime")
+LEAN_MODULE_DIR = ""  # set by main() (--lean-module)
+
+
+def lean_module_arg(ap):
+    """--lean-module for the benches that run a warm run's program (its default: the build's)."""
+    default = DEFAULT_LEAN_MODULE_DIR if os.path.exists(os.path.join(DEFAULT_LEAN_MODULE_DIR, "_airlock_lean.so")) else ""
+    ap.add_argument("--lean-module", default=default,
+                    help="the directory of _airlock_lean.so, the zygote's lean path in C++ as the build makes it "
+                         "for tests ('': none, a warm run's program then runs the runner's Python lean path "
+                         f"as a zygote without it does; default: {default or 'none built'})")
+
+
 def floor(mods, flags, n, c, shape="fork", request=None):
     # The runner floors start their interpreter as the zygote does (isolated, no site).
-    extra = [RUNNER, request] if shape.startswith("runner") else []
+    extra = [RUNNER, request, LEAN_MODULE_DIR] if shape.startswith("runner") else []
     opts = ["-I", "-S"] if extra else []
     # In an empty directory, as a run's working directory is: the runner scans it before and
     # after the cell (files a run wrote are reported), and the bench's own directory is large.
@@ -398,9 +436,13 @@ def main():
     ap.add_argument("-c", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--json", help="write the raw results here")
+    lean_module_arg(ap)
     args = ap.parse_args()
+    global LEAN_MODULE_DIR
+    LEAN_MODULE_DIR = args.lean_module
 
     out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "c": args.c, "n": args.n,
+           "runner_program": "C++ lean path (lean_cell.cc)" if LEAN_MODULE_DIR else "Python lean path",
            "loadavg_before": os.getloadavg(), "nproc": os.cpu_count(), "uname": os.uname().release,
            "profiles": {}}
     for profile in args.profiles.split(","):

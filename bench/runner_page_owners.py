@@ -19,7 +19,8 @@ stack, the allocator's own headers, or the middle of a large object).
 
 --phase says which part is counted: `run` (default) the request after the rehearsal (what a
 run pays on the request's time), `rehearsal` the rehearsal alone, `both` the two (the run's
-copies in all), `cell` only exec(compile("print(1)")) in the fork (the issue's reference). The table counts pages by the kinds of objects on them (a page with a runner
+copies in all, on the runner's Python lean path), `program` what a warm run's program runs (the
+zygote's lean path in C++ when --lean-module has it, src/exec/lean_cell.cc), `cell` only exec(compile("print(1)")) in the fork (the issue's reference). The table counts pages by the kinds of objects on them (a page with a runner
 function and a string counts in both rows), and by mapping. Standard library only; the
 interpreter is /usr/bin/python3, the one the sandboxes run. A measurement, not a test.
 """
@@ -34,14 +35,16 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_per_run import ZYGOTE_PRELUDE, PYTHON, RUNNER, runner_request, write_json
+from cpu_per_run import ZYGOTE_PRELUDE, PYTHON, RUNNER, lean_module_arg, runner_request, write_json
 from sessions import Client
 
-# Run by /usr/bin/python3 -I -S: argv = runner preimport request phase. Prints one JSON line.
+# Run by /usr/bin/python3 -I -S: argv = runner preimport request phase lean-module-dir. Prints one
+# JSON line.
 CHILD = ZYGOTE_PRELUDE + r"""
 import gc, json, os, struct, sys, types
 path, mods, request, phase = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3], sys.argv[4]
 runner = load_runner(path, mods)
+lean = load_lean(runner, sys.argv[5] if phase == "program" else "")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 devnull = os.open("/dev/null", os.O_WRONLY)
 
@@ -79,6 +82,8 @@ if pid == 0:
         runner.warm_rehearse()
     if phase in ("run", "both"):
         runner.warm_main(arg, -1)
+    if phase == "program":
+        run_program(runner, lean, arg)
     if phase == "cell":
         exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
         sys.stdout.flush()
@@ -214,9 +219,10 @@ def main():
     ap.add_argument("--url", default="http://127.0.0.1:8000", help="an airlock, asked for its profiles")
     ap.add_argument("--token", default=os.environ.get("AIRLOCK_TOKEN", ""))
     ap.add_argument("--profile", default="minimal")
-    ap.add_argument("--phase", default="run", choices=["run", "rehearsal", "both", "cell"])
+    ap.add_argument("--phase", default="run", choices=["run", "rehearsal", "both", "program", "cell"])
     ap.add_argument("--top", type=int, default=60, help="list this many culprits")
     ap.add_argument("--json", help="write the raw results here")
+    lean_module_arg(ap)
     args = ap.parse_args()
 
     status, data = Client(args.url, args.token).request("GET", f"/v1/profiles/{args.profile}")
@@ -227,7 +233,7 @@ def main():
     with tempfile.TemporaryDirectory() as workdir:
         owners_out = os.path.join(workdir, "owners.json")
         perf_out = os.path.join(workdir, "perf.data")
-        cmd = [PYTHON, "-I", "-S", "-c", CHILD, RUNNER, ",".join(mods), request, args.phase]
+        cmd = [PYTHON, "-I", "-S", "-c", CHILD, RUNNER, ",".join(mods), request, args.phase, args.lean_module]
         perf = ["perf", "record", "-q", "-e", "exceptions:page_fault_user", "-o", perf_out, "--"]
         out = subprocess.run(perf + cmd, cwd=workdir, capture_output=True, text=True,
                              env=dict(os.environ, OWNERS_OUT=owners_out))

@@ -16,7 +16,12 @@ part adds to the pages a run writes (the union: a part whose pages others touch 
 nothing):
 
   cell alone    the child only runs exec(compile("print(1)")): the floor of a run's program
-  as is         the runner's path as a warm print(1) takes it (the lean path, _lean_run)
+  as is         the program as a warm print(1) runs it: the zygote's lean path in C++
+                (src/exec/lean_cell.cc, built as the test module _airlock_lean: --lean-module),
+                or, without it, the runner's Python lean path
+  python lean path  the runner's Python lean path (_lean_run, after warm_rehearse()), as a
+                zygote without the C++ one runs it; the rows below change that path, and
+                their difference is to this row
   whole path    the lean path switched off: Runner.run, as a request the lean path does not
                 take (a session, input files, a seed, top-level await...) goes
   bytes in      the request as JSON bytes, parsed by the json module in the run (the zygote's
@@ -51,18 +56,19 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_per_run import ZYGOTE_PRELUDE, PYTHON, RUNNER, runner_request, write_json
+from cpu_per_run import ZYGOTE_PRELUDE, PYTHON, RUNNER, lean_module_arg, runner_request, write_json
 from sessions import Client  # one keep-alive connection, retried once (bench/sessions.py)
 
-VARIANTS = ["cell alone", "as is", "whole path", "bytes in", "no split", "no guard", "no files", "no reseed",
+VARIANTS = ["cell alone", "as is", "python lean path", "whole path", "bytes in", "no split", "no guard", "no files", "no reseed",
             "no rehearsal", "one zygote rehearsal", "pools not filled"]
 
-# Run by /usr/bin/python3 -I -S: argv = runner preimport request variant k. Prints the children's
-# minor faults, one a line.
+# Run by /usr/bin/python3 -I -S: argv = runner preimport request variant k lean-module-dir. Prints
+# the children's minor faults, one a line.
 CHILD = ZYGOTE_PRELUDE + r"""
 import gc, json, os, resource, sys
 path, mods, request, variant, k = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3], sys.argv[4], int(sys.argv[5])
 runner = load_runner(path, mods, rehearsals=1 if variant == "one zygote rehearsal" else None)
+lean = load_lean(runner, sys.argv[6] if variant in ("as is", "pools not filled") else "")
 raw = request.encode()
 if variant == "whole path":
     runner._lean_request = lambda raw: None
@@ -93,8 +99,7 @@ for _ in range(k):
             exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
             sys.stdout.flush()
         else:
-            runner.warm_rehearse()
-            runner.warm_main(arg, -1)
+            run_program(runner, lean, arg)
         os.write(w, str(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before).encode())
         os._exit(0)
     os.close(w)
@@ -105,8 +110,8 @@ for _ in range(k):
 """
 
 
-def measure(mods, request, variant, k, workdir):
-    out = subprocess.run([PYTHON, "-I", "-S", "-c", CHILD, RUNNER, ",".join(mods), request, variant, str(k)],
+def measure(mods, request, variant, k, workdir, lean_dir):
+    out = subprocess.run([PYTHON, "-I", "-S", "-c", CHILD, RUNNER, ",".join(mods), request, variant, str(k), lean_dir],
                          cwd=workdir, capture_output=True, text=True, check=True).stdout
     return statistics.median(int(x) for x in out.split())
 
@@ -119,6 +124,7 @@ def main():
     ap.add_argument("-k", type=int, default=15, help="forks per variant (the median is kept)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="which rows (default: all)")
     ap.add_argument("--json", help="write the raw results here")
+    lean_module_arg(ap)
     args = ap.parse_args()
 
     variants = [v for v in args.variants.split(",") if v]
@@ -126,7 +132,7 @@ def main():
     if unknown or not {"cell alone", "as is"} <= set(variants):
         raise SystemExit(f"--variants: unknown {sorted(unknown)}, or 'cell alone' and 'as is' missing")
     out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "k": args.k, "uname": os.uname().release,
-           "profiles": {}}
+           "as_is": "C++ lean path (lean_cell.cc)" if args.lean_module else "Python lean path", "profiles": {}}
     with tempfile.TemporaryDirectory() as workdir:
         for profile in args.profiles.split(","):
             status, data = Client(args.url, args.token).request("GET", f"/v1/profiles/{profile}")
@@ -134,7 +140,8 @@ def main():
                 raise SystemExit(f"GET /v1/profiles/{profile}: {status} {data[:200]!r}")
             prof = json.loads(data)
             mods, request = prof.get("preimport", []), runner_request(prof)
-            out["profiles"][profile] = {v: measure(mods, request, v, args.k, workdir) for v in variants}
+            out["profiles"][profile] = {v: measure(mods, request, v, args.k, workdir, args.lean_module)
+                                        for v in variants}
     profiles = list(out["profiles"])
     print(f"minor page faults of a warm run's program (median of {args.k} forks), and what each part adds\n")
     print("| the child runs | " + " | ".join(profiles) + " |")
@@ -143,7 +150,8 @@ def main():
         cells = []
         for p in profiles:
             row = out["profiles"][p]
-            delta = "" if v in ("cell alone", "as is") else f" ({row[v] - row['as is']:+.0f})"
+            base = "as is" if v in ("pools not filled",) or "python lean path" not in row else "python lean path"
+            delta = "" if v in ("cell alone", "as is", "python lean path") else f" ({row[v] - row[base]:+.0f})"
             cells.append(f"{row[v]:.0f}{delta}")
         print(f"| {v} | " + " | ".join(cells) + " |")
     cells = [f"**{out['profiles'][p]['as is'] / out['profiles'][p]['cell alone']:.1f}x**" for p in profiles]

@@ -572,6 +572,9 @@ class ImportGuard:
         self._orig_import = builtins.__import__
         self._wrapper_codes = set()
         self._post_import = []  # [module name, callback(module)] run once the module is loaded
+        self._guarded_import = None  # the hooks install() puts in place (_make_hooks)
+        self._finder = None
+        self._import_module = None   # importlib.import_module's wrapper (_wrap_importlib)
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -624,6 +627,19 @@ class ImportGuard:
     # -- hooks ----------------------------------------------------------------------------
 
     def install(self):
+        self._make_hooks()
+        builtins.__import__ = self._guarded_import
+        if self._allowed is not None:
+            self.after_import("importlib", self._wrap_importlib)
+            sys.meta_path.insert(0, self._finder)
+        self.run_post_import()
+
+    def _make_hooks(self):
+        """Makes the hooks install() puts in place, once. A zygote makes them for the lean path
+        in C++ (zygote_prepare_lean), which then only puts them in place in each run: a run
+        that made them would copy the pages of the code that makes them."""
+        if self._guarded_import is not None:
+            return
         guard = self
         orig_import = self._orig_import
         getframe = self._getframe
@@ -655,12 +671,8 @@ class ImportGuard:
                     guard.run_post_import()
 
         self._wrapper_codes.add(guarded_import.__code__)
-        builtins.__import__ = guarded_import
         self._guarded_import = guarded_import
-        if self._allowed is not None:
-            self.after_import("importlib", self._wrap_importlib)
-            sys.meta_path.insert(0, _GuardFinder(self))
-        self.run_post_import()
+        self._finder = _GuardFinder(self)
 
     def after_import(self, module_name, callback):
         """Calls callback(module) once module_name is fully imported (now, if it already is)."""
@@ -683,6 +695,14 @@ class ImportGuard:
                 pass  # a failed fixup must not turn into the user's ImportError
 
     def _wrap_importlib(self, importlib):
+        self._make_import_module(importlib)
+        importlib.import_module = self._import_module
+        importlib.__import__ = self._guarded_import
+
+    def _make_import_module(self, importlib):
+        """Makes the wrapper of importlib.import_module that _wrap_importlib puts in place, once."""
+        if self._import_module is not None:
+            return
         guard = self
         getframe = self._getframe
         orig_import_module = importlib.import_module
@@ -700,8 +720,7 @@ class ImportGuard:
             return orig_import_module(name, package)
 
         self._wrapper_codes.add(import_module.__code__)
-        importlib.import_module = import_module
-        importlib.__import__ = self._guarded_import
+        self._import_module = import_module
 
     def finder_check(self, fullname, frame):
         """The meta_path backstop for imports that bypass the wrappers (importlib internals)."""
@@ -2200,6 +2219,29 @@ def _lean_hand_on(raw, channel, lines, before, stdout, stderr, failure, value, f
     if finish:
         return runner._finish(None)
     return runner._after_cell(failure is None, value)
+
+
+def zygote_prepare_lean():
+    """In the zygote, last (after zygote_preimport), for the lean path in C++ that runs a
+    one-shot request without the runner's Python (src/exec/lean_cell.cc, issue 24): the import
+    guard each such run puts in place, made here once with its hooks and importlib's wrapper,
+    its allowlist and file name unset (a run sets its own, then installs the hooks as
+    ImportGuard.install does). None when importlib or the helpers are not loaded: runs then
+    take this module's lean path."""
+    importlib = sys.modules.get("importlib")
+    if importlib is None or _display is None:
+        return None
+    guard = ImportGuard(None, False, None, None)
+    guard._make_hooks()
+    guard._make_import_module(importlib)
+    return guard
+
+
+def _lean_channel(fd):
+    """The ResultChannel of a lean run in C++, on the fd that run moved already (None: none)."""
+    channel = ResultChannel(None)
+    channel._fd = fd
+    return channel
 
 
 def _end_line(exit_code):

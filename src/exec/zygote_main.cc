@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "base/sanitizer.h"
@@ -29,6 +30,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "exec/lean_cell.h"
 #include "exec/zygote_protocol.h"
 #include "isolation/landlock.h"
 #include "isolation/warm_run.h"
@@ -49,6 +51,8 @@ _runner.__file__ = "/sandbox/airlock_runner.py"
 exec(compile(_source, "/sandbox/airlock_runner.py", "exec"), _runner.__dict__)
 _runner.complete_site()
 _failed = _runner.zygote_preimport(_preimport, dict(_helpers))
+_lean_guard = _runner.zygote_prepare_lean()
+_runner_globals = _runner.__dict__
 del _helpers
 _warm_main = _runner.warm_main
 _rehearse = _runner.warm_rehearse
@@ -263,18 +267,23 @@ char* g_argv_begin = nullptr;
 char* g_argv_end = nullptr;
 
 // The run's program, every layer in force: read the request, run the cell, exit.
-[[noreturn]] void RunProgram(PyObject* warm_main, PyObject* rehearse, int control) {
+// lean: the lean path in C++ (lean_cell.h), or null (the runner's own).
+[[noreturn]] void RunProgram(PyObject* warm_main, PyObject* rehearse, LeanCell* lean, int control) {
   // What `ps` and /proc/PID/cmdline show in the run: a python3, not our options.
   if (g_argv_begin != nullptr) {
     std::memset(g_argv_begin, 0, static_cast<size_t>(g_argv_end - g_argv_begin));
     std::strncpy(g_argv_begin, "python3", static_cast<size_t>(g_argv_end - g_argv_begin) - 1);
   }
   // Touch what a request will touch while no one waits (copy-on-write faults
-  // of a fresh fork: ~5 ms once), then say we are ready.
-  if (PyObject* r = PyObject_CallNoArgs(rehearse)) {
-    Py_DECREF(r);
-  } else {
-    PyErr_Clear();
+  // of a fresh fork: ~5 ms once), then say we are ready. The rehearsal walks
+  // the runner's Python lean path: with the C++ one, which touches a fraction
+  // of those pages, it would only copy pages no request touches.
+  if (lean == nullptr) {
+    if (PyObject* r = PyObject_CallNoArgs(rehearse)) {
+      Py_DECREF(r);
+    } else {
+      PyErr_Clear();
+    }
   }
   isolation::WarmRunReady(control);
   unsigned char header[8];
@@ -290,6 +299,10 @@ char* g_argv_end = nullptr;
   PyObject* arg = RequestDict(request);
   if (arg == nullptr) arg = PyBytes_FromStringAndSize(request.data(), static_cast<Py_ssize_t>(size));
   std::string().swap(request);
+  if (int code = lean != nullptr && arg != nullptr ? lean->Run(arg, control) : -1; code >= 0) {
+    ::syscall(SYS_close_range, 0, ~0U, 0);  // as below
+    ::_exit(code);
+  }
   PyObject* result = arg ? PyObject_CallFunction(warm_main, "Oi", arg, control) : nullptr;
   Py_XDECREF(arg);
   int code = 2;
@@ -308,8 +321,9 @@ char* g_argv_end = nullptr;
 
 class Zygote {
  public:
-  Zygote(PyObject* warm_main, PyObject* rehearse, std::unique_ptr<isolation::WarmRunFactory> factory)
-      : warm_main_(warm_main), rehearse_(rehearse), factory_(std::move(factory)) {}
+  Zygote(PyObject* warm_main, PyObject* rehearse, std::unique_ptr<LeanCell> lean,
+         std::unique_ptr<isolation::WarmRunFactory> factory)
+      : warm_main_(warm_main), rehearse_(rehearse), lean_(std::move(lean)), factory_(std::move(factory)) {}
 
   // One run: pipes, control socket, clone; the fds go to the server.
   // host_id: the run's own host id (-1: ours).
@@ -368,7 +382,7 @@ class Zygote {
   [[noreturn]] static void ProgramMain(void* self, int control) {
     auto* z = static_cast<Zygote*>(self);
     PyOS_AfterFork_Child();
-    RunProgram(z->warm_main_, z->rehearse_, control);
+    RunProgram(z->warm_main_, z->rehearse_, z->lean_.get(), control);
   }
 
   int Loop() {
@@ -419,6 +433,7 @@ class Zygote {
 
   PyObject* warm_main_;
   PyObject* rehearse_;
+  std::unique_ptr<LeanCell> lean_;
   std::unique_ptr<isolation::WarmRunFactory> factory_;
 };
 
@@ -523,6 +538,13 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source, std::span<
       if (const char* c = PyUnicode_AsUTF8(PyList_GetItem(list, i))) failed += std::string(c) + "\n";
     }
   }
+  std::string lean_off;
+  std::unique_ptr<LeanCell> lean =
+      LeanCell::Prepare(PyDict_GetItemString(globals, "_runner_globals"), PyDict_GetItemString(globals, "_lean_guard"), &lean_off);
+  if (lean == nullptr) {
+    // Not a failure: runs take the runner's own lean path, as before it.
+    std::fprintf(stderr, "airlock zygote: one-shot runs take the runner's Python lean path: %s\n", lean_off.c_str());
+  }
   // Flushed now: whatever Python buffered must not be written again by every run.
   PyRun_SimpleString("import sys\nsys.stdout.flush()\nsys.stderr.flush()\n");
   FillAllocatorPools();
@@ -544,7 +566,7 @@ int ZygoteMain(int argc, char** argv, std::string_view runner_source, std::span<
     return 1;
   }
   self.reset();
-  Zygote zygote(warm_main, rehearse, std::move(*factory));
+  Zygote zygote(warm_main, rehearse, std::move(lean), std::move(*factory));
   return zygote.Loop();
 }
 

@@ -59,10 +59,10 @@ def split_literal(s):
 
 
 class RunCase(unittest.TestCase):
-    def run_code(self, code, profile="general", timeout=20, expect_exit=0, wait_ready=True):
+    def run_code(self, code, profile="general", timeout=20, expect_exit=0, wait_ready=True, **fields):
         if wait_ready:
             server.wait_pools_ready(profiles=[profile])
-        status, body = server.execute(code, path="/v1/execute", profile=profile, timeout=timeout)
+        status, body = server.execute(code, path="/v1/execute", profile=profile, timeout=timeout, **fields)
         self.assertEqual(status, 200, body)
         assert_mode(self, body)
         if expect_exit is not None:
@@ -918,12 +918,17 @@ class TestWarmPool(RunCase):
     def setUp(self):
         warm_only()
 
-    def test_a_plain_cell_takes_the_runners_lean_path(self):
-        # The server's request for a plain /v1/execute cell must be one the runner's lean path
-        # takes (issue 24: it writes fewer of the zygote's pages; test_runner_lean.py proves it
-        # reports the same): a key added to the request, or a preimport the zygote could not
-        # import, would quietly send every run to the whole path. The cell's caller says which.
-        body = self.run_code("import sys\nprint(sys._getframe().f_back.f_code.co_name)")
+    def test_a_plain_cell_takes_the_lean_path_in_cxx(self):
+        # The server's request for a plain /v1/execute cell must be one the zygote's lean path
+        # in C++ takes (issue 24: it writes fewer of the zygote's pages; test_runner_lean.py
+        # proves it reports the same): a key added to the request, or a preimport the zygote
+        # could not import, would quietly send every run to a Python path. The cell's caller
+        # says which: on the C++ path there is none, as under `python3 main.py` (the runner's
+        # Python lean path would be `_lean_run`, its whole path a Runner method).
+        body = self.run_code("import sys\nprint(sys._getframe().f_back)")
+        self.assertEqual(body["stdout"], "None\n", body)
+        # A request with env variables is the runner's Python lean path's (lean_cell.cc).
+        body = self.run_code("import sys\nprint(sys._getframe().f_back.f_code.co_name)", env={"A": "b"})
         self.assertEqual(body["stdout"], "_lean_run\n", body)
         # Something to show is handed on to the Runner, and reported as it reports it.
         body = self.run_code("x = 6\nx * 7")

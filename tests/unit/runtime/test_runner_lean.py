@@ -1,14 +1,18 @@
-"""The lean path of a warm run (airlock_runner._lean_run, issue 24) against the whole one.
+"""The lean paths of a warm run (issue 24) against the whole one.
 
-A warm run's program is a fork of the zygote that calls warm_rehearse() and then
-warm_main(request). A one-shot request the lean path takes is run without the Runner; whatever
-has more to report than its end event is handed to a Runner. Either way a user must see exactly
-what the whole path (Runner.run) gives: the same stdout, stderr, events and exit status. Each case
-here runs twice in forks of one interpreter loaded as the zygote loads the runner (a module named
-airlock_runner, complete_site, zygote_preimport, gc.freeze): once as a warm run does, once with the
-lean path switched off, and the two are compared. Each case also says whether the lean path must
-take it (airlock_runner.lean_runs), so that a change that quietly sends everything to the whole
-path fails here too.
+A warm run's program is a fork of the zygote. In the zygote a one-shot request is run by the lean
+path in C++ (src/exec/lean_cell.cc) when it takes it, else by warm_main(request), whose own lean
+path (airlock_runner._lean_run, after warm_rehearse()) runs what it takes without the Runner. On
+either lean path, whatever has more to report than its end event is handed to a Runner. Either way
+a user must see exactly what the whole path (Runner.run) gives: the same stdout, stderr, events
+and exit status. Each case here runs in forks of one interpreter loaded as the zygote loads the
+runner (a module named airlock_runner, complete_site, zygote_preimport, zygote_prepare_lean,
+gc.freeze): as a warm run of the runner's lean path does, with the lean path switched off, and
+through the C++ path (built as the extension module _airlock_lean; the build names its directory
+in AIRLOCK_LEAN_MODULE_DIR, and a sanitizer build has none: those cases then skip), and the
+outcomes are compared. Each case also says whether the lean paths must take it
+(airlock_runner.lean_runs, and whether the C++ path returned an exit code), so that a change that
+quietly sends everything to the whole path fails here too.
 
 Run: /usr/bin/python3 -m unittest discover -s tests/unit/runtime -v
 """
@@ -30,7 +34,7 @@ RUNNER = SOURCE_DIR / "runtime" / "python" / "airlock_runner.py"
 # its fds 1 and 2 on files, its result channel on fd 3, and reports the runner's lean_runs on fd 4.
 _DRIVER = r'''
 import gc, json, os, sys, types
-runner_path, cases_path, out_dir, preimport = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+runner_path, cases_path, out_dir, module_dir, preimport = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 _runner = types.ModuleType("airlock_runner")
 _runner.__file__ = runner_path
 with open(runner_path, "rb") as f:
@@ -38,12 +42,18 @@ with open(runner_path, "rb") as f:
 _runner.complete_site()
 failed = _runner.zygote_preimport(preimport)
 assert not failed, failed
+modes = ["lean", "whole"]
+if module_dir:
+    sys.path.insert(0, module_dir)
+    import _airlock_lean
+    _airlock_lean.prepare(_runner.__dict__, _runner.zygote_prepare_lean())
+    modes.append("cxx")
 gc.collect()
 gc.freeze()
 with open(cases_path) as f:
     cases = json.load(f)
 for i, case in enumerate(cases):
-    for mode in ("lean", "whole"):
+    for mode in modes:
         where = os.path.join(out_dir, f"{i}-{mode}")
         os.mkdir(where)
         os.mkdir(os.path.join(where, "cwd"))
@@ -60,11 +70,19 @@ for i, case in enumerate(cases):
                         os.close(target)
                 if mode == "whole":
                     _runner._lean_request = lambda raw: None
-                _runner.warm_rehearse()
+                if mode != "cxx":  # the zygote does not rehearse the runner's path for the C++ one
+                    _runner.warm_rehearse()
                 request = case["request"]
                 if case.get("as_bytes"):
                     request = json.dumps(request).encode()
-                code = _runner.warm_main(request, -1)
+                code = None
+                if mode == "cxx":
+                    # The zygote hands the C++ path the dict it made of the JSON (bytes it could
+                    # not make one of go to warm_main).
+                    code = _airlock_lean.run(case["request"], -1)
+                    os.write(4, b"cxx " if code is not None else b"py ")
+                if code is None:
+                    code = _runner.warm_main(request, -1)
                 for stream in (sys.stdout, sys.stderr):
                     try:
                         stream.flush()
@@ -124,8 +142,14 @@ def _outcome(where):
             "events": events, "files": sorted(os.listdir(os.path.join(where, "cwd")))}
 
 
+LEAN_MODULE_DIR = os.environ.get("AIRLOCK_LEAN_MODULE_DIR", "")
+if LEAN_MODULE_DIR and not os.path.exists(os.path.join(LEAN_MODULE_DIR, "_airlock_lean.so")):
+    raise RuntimeError(f"AIRLOCK_LEAN_MODULE_DIR={LEAN_MODULE_DIR} has no _airlock_lean.so: build the tests first")
+
+
 def _run_both(cases, preimport=()):
-    """[(lean outcome, whole outcome, lean_runs of the lean mode)] for each case."""
+    """[(lean outcome, whole outcome, lean_runs of the lean mode, (C++ outcome, whether the C++
+    path took it, lean_runs) or None without the module)] for each case."""
     with tempfile.TemporaryDirectory(prefix="airlock-lean-test-") as tmp:
         cases_path = os.path.join(tmp, "cases.json")
         with open(cases_path, "w") as f:
@@ -136,7 +160,8 @@ def _run_both(cases, preimport=()):
         os.mkdir(home)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home,
                "MPLCONFIGDIR": os.path.join(home, "mpl")}
-        proc = subprocess.run([PYTHON, "-I", "-B", "-S", "-c", _DRIVER, str(RUNNER), cases_path, out, *preimport],
+        proc = subprocess.run([PYTHON, "-I", "-B", "-S", "-c", _DRIVER, str(RUNNER), cases_path, out, LEAN_MODULE_DIR,
+                               *preimport],
                               env=env, capture_output=True, timeout=300)
         if proc.returncode != 0:
             raise AssertionError(f"driver failed: {proc.stderr.decode(errors='replace')}")
@@ -144,7 +169,13 @@ def _run_both(cases, preimport=()):
         for i in range(len(cases)):
             lean, whole = _outcome(os.path.join(out, f"{i}-lean")), _outcome(os.path.join(out, f"{i}-whole"))
             with open(os.path.join(out, f"{i}-lean", "lean_runs")) as f:
-                results.append((lean, whole, int(f.read() or -1)))
+                lean_runs = int(f.read() or -1)
+            cxx = None
+            if LEAN_MODULE_DIR:
+                with open(os.path.join(out, f"{i}-cxx", "lean_runs")) as f:
+                    taken, _, runs = f.read().partition(" ")
+                cxx = (_outcome(os.path.join(out, f"{i}-cxx")), taken == "cxx", int(runs or -1))
+            results.append((lean, whole, lean_runs, cxx))
         return results
 
 
@@ -222,6 +253,29 @@ if HAS_MATPLOTLIB:
     ]
 
 
+# Cases the runner's Python lean path takes and the C++ one leaves to it (lean_cell.cc): a request
+# with variables in its env, and cells whose last statement _split_cell cannot find without ast
+# (none, a ';' in it, a line at column 0 the text before which does not compile alone, a cell
+# past the split's size: the runner's path then compiles through ast, which the C++ one has not).
+_PYTHON_LEAN_ONLY = frozenset((
+    "env", "nothing", "comments only", "trailing semicolon", "two statements on a line", "decorated function last",
+    "chained exception", "string ending the cell", "a cell past the split's size limit"))
+
+
+def _check_cxx(test, cases, results, fresh_stdout=()):
+    """The C++ path's outcome of each case is the whole path's, and it took what it should."""
+    if not LEAN_MODULE_DIR:
+        test.skipTest("no _airlock_lean module (a sanitizer build, or AIRLOCK_LEAN_MODULE_DIR unset)")
+    for (name, _, takes), (_, whole, _, (cxx, taken, runs)) in zip(cases, results):
+        with test.subTest(name):
+            if name in fresh_stdout:
+                test.assertNotEqual(cxx["stdout"], whole["stdout"])
+                cxx, whole = dict(cxx, stdout=""), dict(whole, stdout="")
+            test.assertEqual(cxx, whole)
+            test.assertEqual(taken, takes and name not in _PYTHON_LEAN_ONLY)
+            test.assertEqual(runs, 1 if takes else 0)
+
+
 def _as_case(spec):
     if isinstance(spec, str):
         return {"request": _request(spec)}
@@ -236,18 +290,21 @@ class LeanPathTest(unittest.TestCase):
         cls.results = _run_both([_as_case(spec) for _, spec, _ in _CASES])
 
     def test_every_case_reads_as_on_the_whole_path(self):
-        for (name, spec, _), (lean, whole, _) in zip(_CASES, self.results):
+        for (name, spec, _), (lean, whole, *_) in zip(_CASES, self.results):
             with self.subTest(name):
                 self.assertEqual(lean, whole)
 
     def test_the_lean_path_takes_what_it_should(self):
-        for (name, spec, takes), (lean, whole, lean_runs) in zip(_CASES, self.results):
+        for (name, spec, takes), (lean, whole, lean_runs, _) in zip(_CASES, self.results):
             with self.subTest(name):
                 self.assertEqual(lean_runs, 1 if takes else 0)
 
+    def test_the_cxx_path_reads_as_the_whole_path(self):
+        _check_cxx(self, _CASES, self.results)
+
     def test_the_cases_say_something(self):
         # The comparison above holds trivially if both paths fail alike: a few anchors.
-        by_name = {name: lean for (name, _, _), (lean, _, _) in zip(_CASES, self.results)}
+        by_name = {name: lean for (name, _, _), (lean, *_) in zip(_CASES, self.results)}
         self.assertEqual(by_name["print"]["stdout"], "1\n")
         self.assertEqual([e["type"] for e in by_name["print"]["events"]], ["end"])
         self.assertEqual(by_name["value"]["events"][0]["data"]["text/plain"], "42")
@@ -304,7 +361,7 @@ class LeanPathDataScienceTest(unittest.TestCase):
         cls.results = _run_preimported(_DS_CASES, _DS_PREIMPORT)
 
     def test_every_case_reads_as_on_the_whole_path(self):
-        for (name, _, takes), (lean, whole, lean_runs) in zip(_DS_CASES, self.results):
+        for (name, _, takes), (lean, whole, lean_runs, _) in zip(_DS_CASES, self.results):
             with self.subTest(name):
                 if name == "random draws are fresh per run":
                     self.assertNotEqual(lean["stdout"], whole["stdout"])
@@ -312,8 +369,11 @@ class LeanPathDataScienceTest(unittest.TestCase):
                 self.assertEqual(lean, whole)
                 self.assertEqual(lean_runs, 1 if takes else 0)
 
+    def test_the_cxx_path_reads_as_the_whole_path(self):
+        _check_cxx(self, _DS_CASES, self.results, fresh_stdout=("random draws are fresh per run",))
+
     def test_the_cases_say_something(self):
-        by_name = {name: lean for (name, _, _), (lean, _, _) in zip(_DS_CASES, self.results)}
+        by_name = {name: lean for (name, _, _), (lean, *_) in zip(_DS_CASES, self.results)}
         self.assertEqual(by_name["numpy print"]["stdout"], "3\n")
         self.assertIn("text/html", by_name["DataFrame value"]["events"][0]["data"])
 
@@ -341,13 +401,16 @@ class LeanPathPyplotPreimportedTest(unittest.TestCase):
         cls.results = _run_preimported(_PLOT_CASES, _PLOT_PREIMPORT)
 
     def test_every_case_reads_as_on_the_whole_path(self):
-        for (name, _, takes), (lean, whole, lean_runs) in zip(_PLOT_CASES, self.results):
+        for (name, _, takes), (lean, whole, lean_runs, _) in zip(_PLOT_CASES, self.results):
             with self.subTest(name):
                 self.assertEqual(lean, whole)
                 self.assertEqual(lean_runs, 1 if takes else 0)
 
+    def test_the_cxx_path_reads_as_the_whole_path(self):
+        _check_cxx(self, _PLOT_CASES, self.results)
+
     def test_the_cases_say_something(self):
-        by_name = {name: lean for (name, _, _), (lean, _, _) in zip(_PLOT_CASES, self.results)}
+        by_name = {name: lean for (name, _, _), (lean, *_) in zip(_PLOT_CASES, self.results)}
         self.assertEqual([e["type"] for e in by_name["shown figure"]["events"]], ["result", "end"])
         self.assertIn("image/png", by_name["shown figure"]["events"][0]["data"])
         self.assertEqual([e["type"] for e in by_name["no capture, shown"]["events"]], ["end"])
