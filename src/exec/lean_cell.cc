@@ -175,6 +175,9 @@ bool SplitCell(const LeanCell::Objects& o, Compiled* c, PyObject* filename) {
     c->last = std::move(last);
     return true;
   }
+  // Only a SyntaxError says "not an expression"; anything else ends the
+  // split as an error would end _split_cell's.
+  if (!PyErr_ExceptionMatches(PyExc_SyntaxError)) return false;
   PyErr_Clear();
   if (!Compile(tail.get(), filename, Py_file_input)) return false;
   c->body = Compile(text, filename, Py_file_input);
@@ -199,6 +202,9 @@ bool CheckRequest(const LeanCell::Objects& o, PyObject* raw, Request* r) {
   if (r->filename == nullptr) r->filename = o.main_py.get();
   if (!PyUnicode_CheckExact(r->filename)) return false;
   if (PyUnicode_GetLength(r->filename) == 0) r->filename = o.main_py.get();  // `filename or "main.py"`
+  // compile() refuses a file name with a NUL in it (ValueError), which
+  // Py_CompileStringObject does not look for: Python's path says so.
+  if (PyUnicode_FindChar(r->filename, 0, 0, PyUnicode_GetLength(r->filename), 1) != -1) return false;
   PyObject* allowed = Item(raw, "allowed_imports");
   if (allowed != nullptr && allowed != Py_None) {
     if (!PyList_CheckExact(allowed)) return false;

@@ -927,6 +927,11 @@ class TestWarmPool(RunCase):
         # Python lean path would be `_lean_run`, its whole path a Runner method).
         body = self.run_code("import sys\nprint(sys._getframe().f_back)")
         self.assertEqual(body["stdout"], "None\n", body)
+        # With no runner frame below it, the cell gets the recursion depth python3 gives main.py.
+        depth = ("import sys\ndef d(n):\n    try:\n        return d(n + 1)\n    except RecursionError:\n"
+                 "        return n\nprint(d(0), sys.getrecursionlimit())")
+        plain = subprocess.run(["/usr/bin/python3", "-I", "-c", depth], capture_output=True, text=True, timeout=60)
+        self.assertEqual(self.run_code(depth)["stdout"], plain.stdout)
         # A request with env variables is the runner's Python lean path's (lean_cell.cc).
         body = self.run_code("import sys\nprint(sys._getframe().f_back.f_code.co_name)", env={"A": "b"})
         self.assertEqual(body["stdout"], "_lean_run\n", body)
