@@ -115,8 +115,11 @@ def run_program(runner, lean, request):
     # there is no C++ one), warm_main. Returns the exit code.
     if lean is None:
         runner.warm_rehearse()
-    code = lean.run(request, -1) if lean is not None else None
-    return runner.warm_main(request, -1) if code is None else code
+    else:
+        code = lean.run(request, -1)
+        if code is not None:
+            return code
+    return runner.warm_main(request, -1)
 
 
 def fill_pools():
@@ -233,7 +236,6 @@ def runner_request(profile_json):
 # The zygote's lean path in C++ built as a Python module by the default build (tests/unit/runtime).
 DEFAULT_LEAN_MODULE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "tests", "unit",
                                        "runtime")
-LEAN_MODULE_DIR = ""  # set by main() (--lean-module)
 
 
 def lean_module_arg(ap):
@@ -245,9 +247,9 @@ def lean_module_arg(ap):
                          f"as a zygote without it does; default: {default or 'none built'})")
 
 
-def floor(mods, flags, n, c, shape="fork", request=None):
+def floor(mods, flags, n, c, shape="fork", request=None, lean_dir=""):
     # The runner floors start their interpreter as the zygote does (isolated, no site).
-    extra = [RUNNER, request, LEAN_MODULE_DIR] if shape.startswith("runner") else []
+    extra = [RUNNER, request, lean_dir] if shape.startswith("runner") else []
     opts = ["-I", "-S"] if extra else []
     # In an empty directory, as a run's working directory is: the runner scans it before and
     # after the cell (files a run wrote are reported), and the bench's own directory is large.
@@ -438,11 +440,9 @@ def main():
     ap.add_argument("--json", help="write the raw results here")
     lean_module_arg(ap)
     args = ap.parse_args()
-    global LEAN_MODULE_DIR
-    LEAN_MODULE_DIR = args.lean_module
 
     out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "c": args.c, "n": args.n,
-           "runner_program": "C++ lean path (lean_cell.cc)" if LEAN_MODULE_DIR else "Python lean path",
+           "runner_program": "C++ lean path (lean_cell.cc)" if args.lean_module else "Python lean path",
            "loadavg_before": os.getloadavg(), "nproc": os.cpu_count(), "uname": os.uname().release,
            "profiles": {}}
     for profile in args.profiles.split(","):
@@ -461,9 +461,10 @@ def main():
         row["clone(ns-net+pid)"] = floor(mods, run_ns, args.n, args.c, "clone")
         row["clone(ns-net+pid), init forks"] = floor(mods, run_ns, args.n, args.c, "init")
         request = runner_request(prof)
-        row["fork, cell"] = floor(mods, 0, args.n, args.c, "runner-cell", request)
-        row["fork, runner"] = floor(mods, 0, args.n, args.c, "runner", request)
-        row["clone(ns-net+pid), runner"] = floor(mods, run_ns, args.n, args.c, "runner-clone", request)
+        row["fork, cell"] = floor(mods, 0, args.n, args.c, "runner-cell", request, args.lean_module)
+        row["fork, runner"] = floor(mods, 0, args.n, args.c, "runner", request, args.lean_module)
+        row["clone(ns-net+pid), runner"] = floor(mods, run_ns, args.n, args.c, "runner-clone", request,
+                                                  args.lean_module)
         row["airlock warm"] = airlock(args.url, args.token, profile, args.n, args.c, args.warmup)
         if args.cold_url:
             row["airlock cold"] = airlock(args.cold_url, args.token, profile, max(50, args.n // 5), args.c, 10)

@@ -1,6 +1,7 @@
 // Python.h first (lean_cell.h includes it): it sets feature macros the C
 // library headers read.
 #include "exec/lean_cell.h"
+#include "exec/python_error.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -186,7 +187,8 @@ bool SplitCell(const LeanCell::Objects& o, Compiled* c, PyObject* filename) {
 
 // _lean_request's checks, false when the request is not one this path takes.
 // Stricter than Python's where that is simpler: an env with variables goes to
-// the runner's own lean path.
+// the runner's own lean path. (Its `_display is None` needs no check: Prepare
+// found the helpers loaded, and nothing unloads them.)
 bool CheckRequest(const LeanCell::Objects& o, PyObject* raw, Request* r) {
   if (!PyDict_CheckExact(raw)) return false;
   Py_ssize_t pos = 0;
@@ -194,8 +196,6 @@ bool CheckRequest(const LeanCell::Objects& o, PyObject* raw, Request* r) {
   while (PyDict_Next(raw, &pos, &key, &value)) {
     if (PySet_Contains(o.lean_keys.get(), key) != 1) return false;
   }
-  PyObject* display = Item(o.globals.get(), "_display");
-  if (display == nullptr || display == Py_None) return false;
   r->code = Item(raw, "code");
   if (r->code == nullptr || !PyUnicode_CheckExact(r->code)) return false;
   r->filename = Item(raw, "filename");
@@ -410,6 +410,7 @@ class Act {
   Compiled c_;
   int channel_ = -1;
   bool scanned_ = false;
+  bool post_import_loaded_ = false;  // a module AfterImport waits for is loaded already
   Files before_;
   Ref stdout_, stderr_;
 };
@@ -489,9 +490,12 @@ bool Act::SetUpStreams() {
   return true;
 }
 
-// ImportGuard.after_import.
+// ImportGuard.after_import. The guard's list holds only what this run
+// registers (it is empty in the zygote: Prepare), so whether install must run
+// a callback at once is known here.
 bool Act::AfterImport(const char* module, PyObject* callback) {
   Ref item(Py_BuildValue("[sO]", module, callback));
+  post_import_loaded_ = post_import_loaded_ || Loaded(module) != nullptr;
   return item && PyList_Append(o_.post_import.get(), item.get()) == 0;
 }
 
@@ -521,14 +525,7 @@ bool Act::InstallGuard() {
     }
   }
   // run_post_import(), when a module waited for is loaded already.
-  PyObject* post = o_.post_import.get();
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(post); ++i) {
-    PyObject* item = PyList_GET_ITEM(post, i);
-    if (PyList_Check(item) && PyList_GET_SIZE(item) > 0 && Loaded(PyUnicode_AsUTF8(PyList_GET_ITEM(item, 0)))) {
-      return static_cast<bool>(Ref(PyObject_CallMethod(o_.guard.get(), "run_post_import", nullptr)));
-    }
-    PyErr_Clear();
-  }
+  if (post_import_loaded_) return static_cast<bool>(Ref(PyObject_CallMethod(o_.guard.get(), "run_post_import", nullptr)));
   return true;
 }
 
@@ -745,20 +742,7 @@ LeanCell::~LeanCell() = default;
 std::unique_ptr<LeanCell> LeanCell::Prepare(PyObject* g, PyObject* guard, std::string* why) {
   auto o = std::make_unique<Objects>();
   auto fail = [why](std::string what) -> std::unique_ptr<LeanCell> {
-    if (PyErr_Occurred()) {
-      PyObject *type, *value, *tb;
-      PyErr_Fetch(&type, &value, &tb);
-      if (value != nullptr) {
-        if (PyObject* s = PyObject_Str(value)) {
-          if (const char* c = PyUnicode_AsUTF8(s)) what += std::string(": ") + c;
-          Py_DECREF(s);
-        }
-      }
-      Py_XDECREF(type);
-      Py_XDECREF(value);
-      Py_XDECREF(tb);
-      PyErr_Clear();
-    }
+    if (PyErr_Occurred()) what += ": " + PyErrorText();
     *why = what;
     return nullptr;
   };
@@ -785,7 +769,9 @@ std::unique_ptr<LeanCell> LeanCell::Prepare(PyObject* g, PyObject* guard, std::s
     *where = Attr(guard, name);
     if (!*where || where->get() == Py_None) return fail(std::string("the import guard has no ") + name);
   }
-  if (!PyList_CheckExact(o->post_import.get())) return fail("the import guard's _post_import is not a list");
+  if (!PyList_CheckExact(o->post_import.get()) || PyList_GET_SIZE(o->post_import.get()) != 0) {
+    return fail("the import guard's _post_import is not an empty list");
+  }
   o->install_pil_hooks = Attr(o->display.get(), "install_pil_hooks");
   if (!o->install_pil_hooks) return fail("airlock_display has no install_pil_hooks");
   const char* modules[] = {"builtins", "importlib", "linecache", "atexit", "os"};

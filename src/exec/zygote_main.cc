@@ -31,6 +31,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "exec/lean_cell.h"
+#include "exec/python_error.h"
 #include "exec/zygote_protocol.h"
 #include "isolation/landlock.h"
 #include "isolation/warm_run.h"
@@ -436,22 +437,6 @@ class Zygote {
   std::unique_ptr<LeanCell> lean_;
   std::unique_ptr<isolation::WarmRunFactory> factory_;
 };
-
-std::string PyErrorText() {
-  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
-  PyErr_Fetch(&type, &value, &tb);
-  std::string text = "unknown Python error";
-  if (value != nullptr) {
-    if (PyObject* s = PyObject_Str(value)) {
-      if (const char* c = PyUnicode_AsUTF8(s)) text = c;
-      Py_DECREF(s);
-    }
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
-  return text;
-}
 
 }  // namespace
 
